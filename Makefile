@@ -1,0 +1,22 @@
+# The two set-up commands of the README: `make demo` serves the bundled demo logdir,
+# `make test` runs every test (browser tests included). Both build .venv on first use.
+VENV ?= .venv
+PYTHON ?= python3
+PORT ?= 6006
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+.PHONY: demo test chromium
+demo: $(VENV)/.installed
+	$(VENV)/bin/profboard --logdir examples/logdir --port $(PORT)
+
+# Debian's chromium drives the browser tests (Playwright never downloads a browser here).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q chromium; }
+
+test: $(VENV)/.installed chromium
+	$(VENV)/bin/pytest -q

@@ -1,0 +1,1 @@
+"""profboard web: Jinja2 templates and static ES modules for the dashboard."""
