@@ -1,0 +1,218 @@
+"""JSON bytes of a Chrome trace -> metadata and chunks of typed events, tolerating damage.
+
+1. Split the document: a top-level object's keys (with `traceEvents` kept raw) or a bare
+   event array (Chrome's "JSON array format").
+2. Split `traceEvents` into one raw slice per event (fast: no values are built).
+3. Decode those slices in chunks with the typed schema; a chunk that fails validation is
+   decoded event by event, and an event that still fails is kept as far as its basic fields
+   allow, else skipped and counted.
+Damage handling: non-standard tokens (`NaN`, `Infinity`, bare `N/A`) are replaced by
+`null` and decoding is retried; a document cut short (a job killed mid-write) is closed
+after its last complete event, keeping everything before the cut, with a warning.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import msgspec
+
+from .schema import Args, CounterEvent, Event
+
+CHUNK_EVENTS = 40_000
+# How many candidate cut points to try when closing a truncated document.
+_MAX_REPAIR_TRIES = 64
+_REPAIR_WINDOW = 8 << 20
+
+
+class TraceFormatError(ValueError):
+    """The bytes are not a readable trace; the message is meant for the user."""
+
+
+@dataclass
+class DecodedTrace:
+    """Top-level metadata plus the raw per-event slices, decoded lazily in chunks."""
+
+    metadata: dict[str, Any]
+    raw_events: list[msgspec.Raw]
+    warnings: list[str] = field(default_factory=list)
+
+    def chunks(self, on_progress: Callable[[float], None] | None = None) -> Iterator[tuple[list[Event], list[msgspec.Raw]]]:
+        """Yield (typed events, their raw slices) a chunk at a time; reports progress 0..1."""
+        n = len(self.raw_events)
+        skipped = 0
+        for start in range(0, n, CHUNK_EVENTS):
+            raws = self.raw_events[start:start + CHUNK_EVENTS]
+            try:
+                events = _LIST_DECODER.decode(b"[" + b",".join(raws) + b"]")
+            except (msgspec.ValidationError, msgspec.DecodeError):
+                events, raws, bad = _decode_leniently(raws)
+                skipped += bad
+            yield events, raws
+            if on_progress is not None:
+                on_progress(min(1.0, (start + len(raws)) / max(n, 1)))
+        if skipped:
+            self.warnings.append(f"{skipped} events could not be read and were skipped")
+
+
+_LIST_DECODER = msgspec.json.Decoder(list[Event])
+_EVENT_DECODER = msgspec.json.Decoder(Event)
+_COUNTER_DECODER = msgspec.json.Decoder(CounterEvent)
+_ANY_DECODER = msgspec.json.Decoder()
+_BASIC_FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "bp")
+
+
+def decode_counter(raw: msgspec.Raw) -> CounterEvent | None:
+    """Decode a `ph: "C"` event with its free-form args; None if it is unreadable."""
+    try:
+        return _COUNTER_DECODER.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+
+
+def _decode_leniently(raws: list[msgspec.Raw]) -> tuple[list[Event], list[msgspec.Raw], int]:
+    events: list[Event] = []
+    kept: list[msgspec.Raw] = []
+    bad = 0
+    for raw in raws:
+        try:
+            event = _EVENT_DECODER.decode(raw)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            event = _salvage(raw)
+        if event is None:
+            bad += 1
+            continue
+        events.append(event)
+        kept.append(raw)
+    return events, kept, bad
+
+
+def _salvage(raw: msgspec.Raw) -> Event | None:
+    """Keep an event whose fields have unexpected types: every field and arg that converts."""
+    try:
+        obj = _ANY_DECODER.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    basic = {k: obj[k] for k in _BASIC_FIELDS if k in obj and _converts({k: obj[k]}, Event)}
+    args = obj.get("args")
+    if isinstance(args, dict):
+        basic["args"] = {k: v for k, v in args.items() if _converts({k: v}, Args)}
+    try:
+        return msgspec.convert(basic, Event)
+    except msgspec.ValidationError:
+        return None
+
+
+def _converts(obj: dict[str, Any], kind: type) -> bool:
+    try:
+        msgspec.convert(obj, kind)
+        return True
+    except msgspec.ValidationError:
+        return False
+
+
+_TOP_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+# Tokens Python's json module or ad-hoc writers emit that strict JSON forbids.
+_NONSTANDARD = re.compile(rb'(?<=[:\[,\s])(?:NaN|-?Infinity|N/A)(?=\s*[,\]\}])')
+
+
+def decode_trace(data: bytes) -> DecodedTrace:
+    """Split a trace document into metadata and per-event raw slices; raises TraceFormatError."""
+    first = _first_char(data)
+    if first is None:
+        raise TraceFormatError("the file is empty")
+    if first not in (b"{", b"["):
+        preview = data.lstrip()[:40].decode("utf-8", "replace")
+        raise TraceFormatError(f"not a JSON trace (it starts with {preview!r})")
+    warnings: list[str] = []
+    try:
+        metadata, raw_events = _split(data)
+    except msgspec.DecodeError as first_error:
+        cleaned = _NONSTANDARD.sub(b"null", data)
+        try:
+            metadata, raw_events = _split(cleaned)
+            warnings.append("the trace holds non-standard JSON tokens (NaN, Infinity or N/A); they were read as missing values")
+        except msgspec.DecodeError:
+            metadata, raw_events, note = _recover_prefix(cleaned, first_error)
+            warnings.append(note)
+    return DecodedTrace(metadata, raw_events, warnings)
+
+
+def _first_char(data: bytes) -> bytes | None:
+    match = _FIRST_CHAR.search(data)
+    return match.group() if match else None
+
+
+_FIRST_CHAR = re.compile(rb"\S")
+
+
+def _split(data: bytes) -> tuple[dict[str, Any], list[msgspec.Raw]]:
+    if _first_char(data) == b"[":
+        return {}, _RAW_LIST_DECODER.decode(data)
+    top = _TOP_DECODER.decode(data)
+    if "traceEvents" not in top:
+        raise TraceFormatError("no traceEvents array: this JSON is not a Chrome/PyTorch trace")
+    try:
+        raw_events = _RAW_LIST_DECODER.decode(top.pop("traceEvents"))
+    except msgspec.ValidationError as exc:
+        raise TraceFormatError("traceEvents is not an array") from exc
+    metadata = {}
+    for key, raw in top.items():
+        metadata[key] = _ANY_DECODER.decode(raw)
+    return metadata, raw_events
+
+
+_EVENT_END = re.compile(rb"\}\s*(?=[,\]])")
+
+
+def _recover_prefix(data: bytes, error: Exception) -> tuple[dict[str, Any], list[msgspec.Raw], str]:
+    """Close a document cut short (or broken) after its last complete event."""
+    key = data.find(b'"traceEvents"')
+    bare_array = _first_char(data) == b"["
+    if key < 0 and not bare_array:
+        raise TraceFormatError(f"unreadable JSON and no traceEvents array found ({error})")
+    array_start = data.index(b"[") if bare_array else data.find(b"[", key)
+    if array_start < 0:
+        raise TraceFormatError(f"unreadable JSON: traceEvents holds no array ({error})")
+    body = memoryview(data)[array_start:]
+    raw_events: list[msgspec.Raw] | None = None
+    # Candidate cut points come from the tail: the last complete event ends near the cut.
+    tail_start = max(array_start, len(data) - _REPAIR_WINDOW)
+    ends = [m.end() for m in _EVENT_END.finditer(data, tail_start)]
+    if not ends and tail_start > array_start:
+        ends = [m.end() for m in _EVENT_END.finditer(data, array_start)]
+    for end in reversed(ends[-_MAX_REPAIR_TRIES:]):
+        try:
+            raw_events = _RAW_LIST_DECODER.decode(bytes(body[: end - array_start]) + b"]")
+            cut = end
+            break
+        except msgspec.DecodeError:
+            continue
+    if raw_events is None:
+        raise TraceFormatError(f"unreadable JSON with no complete event to recover ({error})")
+    metadata = {} if bare_array else _header_metadata(data[:key])
+    lost = len(data) - cut
+    note = (f"the trace is damaged or cut short ({error}); "
+            f"kept the {len(raw_events)} complete events before byte {cut:,}, lost the last {lost:,} bytes")
+    return metadata, raw_events, note
+
+
+def _header_metadata(header: bytes) -> dict[str, Any]:
+    """Metadata keys written before traceEvents (Kineto writes deviceProperties there)."""
+    text = header.rstrip().rstrip(b",")
+    try:
+        top = _TOP_DECODER.decode(text + b"}")
+    except msgspec.DecodeError:
+        return {}
+    out = {}
+    for k, raw in top.items():
+        try:
+            out[k] = _ANY_DECODER.decode(raw)
+        except msgspec.DecodeError:
+            continue
+    return out

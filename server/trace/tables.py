@@ -1,0 +1,250 @@
+"""Columnar tables of one trace: what every analysis reads.
+
+`TraceTables.events` holds the complete (`ph: "X"`) events sorted by start time, one row
+per event, strings as pandas categoricals, absent ints as -1 and absent floats as NaN.
+`memory` holds `[memory]` instant events, `flows` the flow arrows (ac2g, fwdbwd),
+`counters` the `ph: "C"` samples in long form, and `metadata` the document's top-level
+keys plus process and thread names.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from .decode import DecodedTrace, decode_counter
+from .schema import Event, kind_of_category
+
+# Bump when the tables' content or layout changes: it keys the on-disk cache.
+TABLES_VERSION = 1
+
+_INT_ARGS = ("correlation", "device", "stream", "registers_per_thread", "shared_memory",
+             "sequence_number", "fwd_thread_id", "python_id", "python_module_id")
+_FLOAT_ARGS = ("blocks_per_sm", "warps_per_sm", "occupancy")
+
+
+@dataclass
+class TraceTables:
+    events: pd.DataFrame
+    memory: pd.DataFrame
+    flows: pd.DataFrame
+    counters: pd.DataFrame
+    metadata: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+
+def _ints(values: list[int]) -> np.ndarray:
+    return np.array(values, dtype=np.int64) if values else np.empty(0, dtype=np.int64)
+
+
+def _floats(values: list[float]) -> np.ndarray:
+    return np.array(values, dtype=np.float64) if values else np.empty(0, dtype=np.float64)
+
+
+def _category(values: list[Any]) -> pd.Categorical:
+    # factorize over objects is several times faster than letting pandas infer a string dtype.
+    codes, uniques = pd.factorize(np.array(values, dtype=object))
+    return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype=object))
+
+
+def _ident_category(values: list[Any]) -> pd.Categorical:
+    """pid/tid values are ints or strings in the same trace; they become one string category."""
+    codes, uniques = pd.factorize(np.array(values, dtype=object))
+    labels = np.array(["" if u is None else str(u) for u in uniques], dtype=object)
+    merged_codes, merged = pd.factorize(labels)
+    codes = np.where(codes >= 0, merged_codes[np.maximum(codes, 0)] if len(labels) else codes, codes)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(merged, dtype=object))
+
+
+def _ident(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _raw_text(raw: Any) -> str | None:
+    return bytes(raw).decode("utf-8", "replace") if raw else None
+
+
+def _dims(value: list[int] | None) -> str | None:
+    return None if value is None else str(value)
+
+
+class _Columns:
+    """Accumulates one chunk's worth of rows at a time into per-column lists."""
+
+    def __init__(self) -> None:
+        self.x: dict[str, list] = {k: [] for k in (
+            "name", "cat", "pid", "tid", "ts", "dur", "external_id", "python_parent_id", "bytes", "grid", "block",
+            "input_dims", "input_type", "call_stack", *_INT_ARGS, *_FLOAT_ARGS)}
+        self.mem: dict[str, list] = {k: [] for k in (
+            "ts", "pid", "tid", "device_type", "device_id", "addr", "bytes", "total_allocated", "total_reserved")}
+        self.flow: dict[str, list] = {k: [] for k in ("ph", "cat", "id", "ts", "pid", "tid", "bp")}
+        self.counter: dict[str, list] = {k: [] for k in ("name", "pid", "ts", "series", "value")}
+        self.processes: dict[str, dict[str, Any]] = {}
+        self.threads: dict[str, dict[str, Any]] = {}
+        self.bad_x = 0
+        self.unpaired_begin_end = 0
+
+    def add_chunk(self, events: list[Event], raws: list[Any]) -> None:
+        xs, mems, flows = [], [], []
+        for ev, raw in zip(events, raws):
+            ph = ev.ph
+            if ph == "X":
+                xs.append(ev)
+            elif ph in ("s", "f", "t"):
+                flows.append(ev)
+            elif ph in ("i", "I") and ev.name == "[memory]":
+                mems.append(ev)
+            elif ph == "C":
+                self._add_counter(raw)
+            elif ph == "M":
+                self._add_meta(ev)
+            elif ph in ("B", "E"):
+                self.unpaired_begin_end += 1
+        good = [e for e in xs if math.isfinite(e.ts) and math.isfinite(e.dur) and e.dur >= 0]
+        self.bad_x += len(xs) - len(good)
+        self._add_complete(good)
+        self._add_memory(mems)
+        self._add_flows(flows)
+
+    def _add_complete(self, xs: list[Event]) -> None:
+        if not xs:
+            return
+        c = self.x
+        for key in ("name", "cat", "pid", "tid", "ts", "dur"):
+            c[key].extend(map(attrgetter(key), xs))
+        args = [e.args for e in xs]
+        for key in _INT_ARGS + _FLOAT_ARGS:
+            c[key].extend(map(attrgetter(key), args))
+        c["external_id"] += [a.external_id if a.external_id != -1 else a.external_id_legacy for a in args]
+        c["python_parent_id"] += [-1 if a.python_parent_id is None else a.python_parent_id for a in args]
+        c["bytes"] += [a.bytes_ for a in args]
+        c["grid"] += [_dims(a.grid) for a in args]
+        c["block"] += [_dims(a.block) for a in args]
+        c["input_dims"] += [_raw_text(a.input_dims or a.input_dims_legacy) for a in args]
+        c["input_type"] += [_raw_text(a.input_type) for a in args]
+        c["call_stack"] += [a.call_stack for a in args]
+
+    def _add_memory(self, mems: list[Event]) -> None:
+        m = self.mem
+        m["ts"].extend(e.ts for e in mems)
+        m["pid"].extend(e.pid for e in mems)
+        m["tid"].extend(e.tid for e in mems)
+        args = [e.args for e in mems]
+        m["bytes"].extend(a.mem_bytes for a in args)
+        for key in ("device_type", "device_id", "addr", "total_allocated", "total_reserved"):
+            m[key].extend(map(attrgetter(key), args))
+
+    def _add_flows(self, flows: list[Event]) -> None:
+        f = self.flow
+        for key in ("ph", "cat", "ts", "pid", "tid"):
+            f[key].extend(map(attrgetter(key), flows))
+        f["id"].extend(_ident(e.id) for e in flows)
+        f["bp"].extend(e.bp or "" for e in flows)
+
+    def _add_counter(self, raw: Any) -> None:
+        ev = decode_counter(raw)
+        if ev is None:
+            return
+        for series, value in ev.args.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                self.counter["name"].append(ev.name)
+                self.counter["pid"].append(_ident(ev.pid))
+                self.counter["ts"].append(ev.ts)
+                self.counter["series"].append(series)
+                self.counter["value"].append(float(value))
+
+    def _add_meta(self, ev: Event) -> None:
+        pid = _ident(ev.pid)
+        if ev.name.startswith("process_"):
+            target = self.processes.setdefault(pid, {})
+        elif ev.name.startswith("thread_"):
+            target = self.threads.setdefault(f"{pid}/{_ident(ev.tid)}", {})
+        else:
+            return
+        if ev.name.endswith("_name") and ev.args.meta_name is not None:
+            target["name"] = ev.args.meta_name
+        elif ev.name.endswith("_labels") and ev.args.labels is not None:
+            target["labels"] = ev.args.labels
+        elif ev.name.endswith("_sort_index") and ev.args.sort_index != -1:
+            target["sort_index"] = ev.args.sort_index
+
+    def events_frame(self) -> pd.DataFrame:
+        c = self.x
+        frame = pd.DataFrame({
+            "name": _category(c["name"]),
+            "cat": _category(c["cat"]),
+            "pid": _ident_category(c["pid"]),
+            "tid": _ident_category(c["tid"]),
+            "ts": _floats(c["ts"]),
+            "dur": _floats(c["dur"]),
+            "external_id": _ints(c["external_id"]),
+            **{k: _ints(c[k]) for k in _INT_ARGS},
+            "python_parent_id": _ints(c["python_parent_id"]),
+            "bytes": _ints(c["bytes"]),
+            **{k: _floats(c[k]) for k in _FLOAT_ARGS},
+            "grid": _category(c["grid"]),
+            "block": _category(c["block"]),
+            "input_dims": _category(c["input_dims"]),
+            "input_type": _category(c["input_type"]),
+            "call_stack": _category(c["call_stack"]),
+        })
+        kinds = np.array([int(kind_of_category(cat)) for cat in frame["cat"].cat.categories], dtype=np.int8)
+        frame.insert(2, "kind", kinds[frame["cat"].cat.codes.to_numpy()] if len(kinds) else np.empty(0, np.int8))
+        order = np.argsort(frame["ts"].to_numpy(), kind="stable")
+        return frame.iloc[order].reset_index(drop=True)
+
+    def memory_frame(self) -> pd.DataFrame:
+        m = self.mem
+        frame = pd.DataFrame({
+            "ts": _floats(m["ts"]), "pid": _ident_category(m["pid"]), "tid": _ident_category(m["tid"]),
+            "device_type": _ints(m["device_type"]), "device_id": _ints(m["device_id"]),
+            "addr": _ints(m["addr"]), "bytes": _ints(m["bytes"]),
+            "total_allocated": _floats(m["total_allocated"]), "total_reserved": _floats(m["total_reserved"]),
+        })
+        return frame.sort_values("ts", kind="stable", ignore_index=True)
+
+    def flows_frame(self) -> pd.DataFrame:
+        f = self.flow
+        return pd.DataFrame({
+            "ph": _category(f["ph"]), "cat": _category(f["cat"]), "id": _category(f["id"]),
+            "ts": _floats(f["ts"]), "pid": _ident_category(f["pid"]), "tid": _ident_category(f["tid"]),
+            "bp": _category(f["bp"]),
+        })
+
+    def counters_frame(self) -> pd.DataFrame:
+        k = self.counter
+        return pd.DataFrame({
+            "name": _category(k["name"]), "pid": _category(k["pid"]), "ts": _floats(k["ts"]),
+            "series": _category(k["series"]), "value": _floats(k["value"]),
+        })
+
+
+def build_tables(decoded: DecodedTrace, on_progress: Callable[[float], None] | None = None) -> TraceTables:
+    """Decode every event chunk and assemble the columnar tables of one trace."""
+    cols = _Columns()
+    for events, raws in decoded.chunks(on_progress):
+        cols.add_chunk(events, raws)
+    warnings = list(decoded.warnings)
+    if cols.bad_x:
+        warnings.append(f"{cols.bad_x} complete events had a missing, NaN or negative ts/dur and were skipped")
+    if cols.unpaired_begin_end:
+        warnings.append(f"{cols.unpaired_begin_end} begin/end (ph B/E) events were ignored; profboard reads complete (X) events")
+    metadata = dict(decoded.metadata)
+    metadata["processes"] = cols.processes
+    metadata["threads"] = cols.threads
+    events = cols.events_frame()
+    if events.empty:
+        warnings.append("the trace holds no complete events")
+    return TraceTables(
+        events=events,
+        memory=cols.memory_frame(),
+        flows=cols.flows_frame(),
+        counters=cols.counters_frame(),
+        metadata=metadata,
+        warnings=warnings,
+    )
