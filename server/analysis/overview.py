@@ -1,0 +1,153 @@
+"""Overview: where each step's time goes, and how busy each GPU was.
+
+Steps are found as described in the Steps note (ProfilerStep ranges, extended to the end of
+the GPU work they launched).
+
+Step time breakdown: every microsecond of a step goes to exactly one category, the first
+that covers it in this order: Kernel > Memcpy > Memset > Communication > Runtime >
+DataLoader > CPU Exec > Other. So the categories sum to the step time.
+- Kernel: GPU kernels other than communication kernels.
+- Memcpy / Memset: GPU copies and fills.
+- Communication: NCCL/RCCL kernels, and CPU-side gloo collectives.
+- Runtime: host calls into the CUDA runtime or driver (launches, copies, synchronisation).
+- DataLoader: `enumerate(DataLoader)#...__next__` on the host.
+- CPU Exec: host operators and user annotations (not GPU-side annotations, not Python
+  tracer frames).
+- Other: step time covered by none of the above (e.g. Python between operators).
+The average row is the mean over steps.
+
+GPU summary, per device that ran kernels, over all steps (first step start to last step end):
+- GPU utilization: time with at least one kernel running / all-steps time.
+- Est. SM efficiency: per kernel min(blocks per SM, 1), summed over concurrent kernels and
+  capped at 1, weighted by time / all-steps time.
+- Est. achieved occupancy: kernels' `est. achieved occupancy %` weighted by their time within
+  the steps.
+- Kernel time using tensor cores: time of tensor-core kernels (told from kernel names) / all
+  kernel time, within the steps.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..trace.schema import Kind
+from ..trace.tables import TraceTables
+from . import ranges
+from .categories import role_masks
+from .recommendations import recommend
+from .steps import Steps, detect_steps
+from .tensor_cores import uses_tensor_cores
+
+CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
+
+
+def step_breakdown(events: pd.DataFrame, steps: Steps) -> pd.DataFrame:
+    """One row per step: total_us and each category's *_us, the categories summing to the total."""
+    ts = events["ts"].to_numpy()
+    end = ts + events["dur"].to_numpy()
+    layers = [ranges.union(ts[mask], end[mask]) for mask in role_masks(events).values()]
+    shares = ranges.assign_by_priority(layers, (steps.starts, steps.ends))
+    frame = pd.DataFrame(shares, columns=[f"{c}_us" for c in CATEGORIES])
+    frame.insert(0, "total_us", steps.ends - steps.starts)
+    frame.insert(0, "step", steps.names)
+    return frame
+
+
+def _device_of_kernels(kernels: pd.DataFrame) -> np.ndarray:
+    device = kernels["device"].to_numpy()
+    missing = device < 0
+    if missing.any():
+        # Old traces without args.device: the GPU's pid is its index.
+        pids = pd.to_numeric(kernels["pid"].astype(str), errors="coerce").to_numpy()
+        device = np.where(missing & np.isfinite(pids), np.nan_to_num(pids, nan=-1), device).astype(np.int64)
+    return device
+
+
+def gpu_summary(events: pd.DataFrame, steps: Steps, device_properties: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per GPU that ran kernels: properties and utilization / SM efficiency / occupancy / tensor-core ratios."""
+    kernels = events[events["kind"].to_numpy() == Kind.KERNEL]
+    if kernels.empty:
+        return []
+    lo, hi = steps.span
+    span = hi - lo
+    device = _device_of_kernels(kernels)
+    ts = kernels["ts"].to_numpy()
+    end = ts + kernels["dur"].to_numpy()
+    blocks = kernels["blocks_per_sm"].to_numpy()
+    occupancy = kernels["occupancy"].to_numpy()
+    tensor = uses_tensor_cores(kernels["name"])
+    clipped = np.clip(np.minimum(end, hi) - np.maximum(ts, lo), 0.0, None)
+    props = {p.get("id"): p for p in device_properties if isinstance(p, dict)}
+    out = []
+    for dev in sorted(set(device.tolist())):
+        on = device == dev
+        busy = ranges.clip_total(ranges.union(ts[on], end[on]), lo, hi)
+        out.append({
+            "device": int(dev),
+            **_properties(props.get(dev)),
+            "utilization_ratio": busy / span if span > 0 else None,
+            "sm_efficiency_ratio": _sm_efficiency(ts[on], end[on], blocks[on], lo, hi),
+            "achieved_occupancy_ratio": _weighted_mean(occupancy[on], clipped[on], scale=0.01),
+            "tensor_core_ratio": _ratio(clipped[on & tensor].sum(), clipped[on].sum()),
+        })
+    return out
+
+
+def _properties(prop: dict[str, Any] | None) -> dict[str, Any]:
+    if not prop:
+        return {"name": None, "memory_bytes": None, "compute_capability": None}
+    major, minor = prop.get("computeMajor"), prop.get("computeMinor")
+    return {
+        "name": prop.get("name"),
+        "memory_bytes": prop.get("totalGlobalMem"),
+        "compute_capability": f"{major}.{minor}" if major is not None and minor is not None else None,
+    }
+
+
+def _sm_efficiency(ts: np.ndarray, end: np.ndarray, blocks: np.ndarray, lo: float, hi: float) -> float | None:
+    has = np.isfinite(blocks) & (blocks > 0)
+    if not has.any() or hi <= lo:
+        return None
+    seg_start, seg_end, level = ranges.sweep_sum(ts[has], end[has], blocks[has])
+    inside = np.clip(np.minimum(seg_end, hi) - np.maximum(seg_start, lo), 0.0, None)
+    if not (inside > 0).any():
+        return None
+    return float(np.sum(np.clip(level, 0.0, 1.0) * inside) / (hi - lo))
+
+
+def _weighted_mean(values: np.ndarray, weights: np.ndarray, scale: float = 1.0) -> float | None:
+    has = np.isfinite(values) & (values >= 0) & (weights > 0)
+    if not has.any():
+        return None
+    return float(np.sum(values[has] * weights[has]) / np.sum(weights[has]) * scale)
+
+
+def _ratio(part: float, whole: float) -> float | None:
+    return float(part / whole) if whole > 0 else None
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def overview(tables: TraceTables) -> dict[str, Any]:
+    """The Overview view's data: per-step breakdown, its average, GPU summary, recommendations, warnings."""
+    events = tables.events
+    steps = detect_steps(events)
+    breakdown = step_breakdown(events, steps)
+    rows = [{k: _clean(v) for k, v in row.items()} for row in breakdown.to_dict("records")]
+    average = {k: float(breakdown[k].mean()) for k in breakdown.columns if k != "step"}
+    gpus = gpu_summary(events, steps, tables.metadata.get("deviceProperties") or [])
+    return {
+        "steps": rows,
+        "average": average,
+        "gpus": gpus,
+        "recommendations": recommend(breakdown, gpus, steps),
+        "warnings": list(tables.warnings) + steps.warnings,
+    }
