@@ -131,8 +131,9 @@ def _ratio(part: float, whole: float) -> float | None:
 
 
 def _clean(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+    """JSON-safe number: NaN becomes None; times keep nanosecond precision (what traces record)."""
+    if isinstance(value, float):
+        return round(value, 3) if math.isfinite(value) else None
     return value
 
 
@@ -142,7 +143,7 @@ def overview(tables: TraceTables) -> dict[str, Any]:
     steps = detect_steps(events)
     breakdown = step_breakdown(events, steps)
     rows = [{k: _clean(v) for k, v in row.items()} for row in breakdown.to_dict("records")]
-    average = {k: float(breakdown[k].mean()) for k in breakdown.columns if k != "step"}
+    average = {k: _clean(float(breakdown[k].mean())) for k in breakdown.columns if k != "step"}
     gpus = gpu_summary(events, steps, tables.metadata.get("deviceProperties") or [])
     return {
         "steps": rows,

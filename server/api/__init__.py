@@ -1,0 +1,52 @@
+"""The view registry: which views exist, and which a run has.
+
+Adding a view is one entry here plus its slice (analysis module, router, template, JS).
+A view whose `is_active` check fails is logged and hidden, never fatal.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable
+
+from fastapi import APIRouter
+
+from ..analysis import overview as overview_analysis
+from ..analysis import steps as steps_analysis
+from ..trace.tables import TraceTables
+from . import overview
+
+log = logging.getLogger("profboard")
+
+
+@dataclass(frozen=True)
+class View:
+    name: str
+    title: str
+    router: APIRouter
+    is_active: Callable[[TraceTables], bool]
+    about: str
+
+
+def _about(*modules) -> str:
+    return "\n\n".join((m.__doc__ or "").strip() for m in modules)
+
+
+VIEWS: tuple[View, ...] = (
+    View("overview", "Overview", overview.router, lambda tables: True, _about(overview_analysis, steps_analysis)),
+)
+
+
+def active_views(tables: TraceTables | None) -> list[str]:
+    """Names of the views that apply to a loaded trace (all of them while it is unknown)."""
+    if tables is None:
+        return []
+    names = []
+    for view in VIEWS:
+        try:
+            if view.is_active(tables):
+                names.append(view.name)
+        except Exception:
+            log.exception("view %s failed its activity check; hiding it", view.name)
+    return names

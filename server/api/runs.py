@@ -1,0 +1,86 @@
+"""GET /api/runs (what the logdir holds and how loading goes) and GET /api/views."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel
+
+from ..store import RunState, TraceStore
+from . import VIEWS, active_views
+from .deps import get_store
+
+
+class FileInfo(BaseModel):
+    worker: str
+    span: str
+    status: Literal["loading", "ready", "error"]
+    progress: float
+    error: str | None
+    warnings: list[str]
+
+
+class RunInfo(BaseModel):
+    name: str
+    status: Literal["loading", "ready", "error"]
+    progress: float
+    error: str | None
+    workers: list[str]
+    spans: dict[str, list[str]]
+    views: list[str]
+    files: list[FileInfo]
+
+
+class Runs(BaseModel):
+    runs: list[RunInfo]
+    error: str | None = None
+
+
+class ViewInfo(BaseModel):
+    name: str
+    title: str
+    about: str
+
+
+class Views(BaseModel):
+    views: list[ViewInfo]
+
+
+router = APIRouter(tags=["runs"])
+
+
+def _run_info(state: RunState) -> RunInfo:
+    files = [FileInfo(worker=w, span=s, status=fs.status, progress=fs.progress, error=fs.error, warnings=fs.warnings)
+             for (w, s), fs in state.files.items()]
+    statuses = {f.status for f in files}
+    if "loading" in statuses:
+        status = "loading"
+    elif statuses == {"error"}:
+        status = "error"
+    else:
+        status = "ready"
+    errors = [f"{f.worker} span {f.span}: {f.error}" for f in files if f.error]
+    first_ready = next((fs.tables for fs in state.files.values() if fs.status == "ready"), None)
+    return RunInfo(
+        name=state.run.name,
+        status=status,
+        progress=sum(f.progress for f in files) / max(len(files), 1),
+        error="; ".join(errors) if errors else None,
+        workers=list(state.run.workers),
+        spans={w: state.run.spans(w) for w in state.run.workers},
+        views=active_views(first_ready),
+        files=files,
+    )
+
+
+@router.get("/api/runs", response_model=Runs)
+def get_runs(store: TraceStore = Depends(get_store)) -> Runs:
+    """Every run found in the logdir, with its workers, spans, load status and available views."""
+    return Runs(runs=[_run_info(s) for s in store.runs()], error=store.discovery_error)
+
+
+@router.get("/api/views", response_model=Views)
+def get_views() -> Views:
+    """Every view profboard has, with its "how computed" note."""
+    return Views(views=[ViewInfo(name=v.name, title=v.title, about=v.about) for v in VIEWS])

@@ -1,0 +1,100 @@
+"""create_app(settings): the FastAPI application serving the API, the pages and static files."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from importlib import resources
+from pathlib import Path
+
+import plotly
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from . import __version__
+from .api import VIEWS, runs
+from .api.deps import Memo
+from .api.errors import BadParameter, NotFound, PublicError
+from .settings import Settings
+from .store import TraceStore
+
+log = logging.getLogger("profboard")
+
+_WEB = Path(str(resources.files("profboard.web")))
+_PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """A new app with its own store (logdir, cache, loader threads), started with the app."""
+    store = TraceStore(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        store.start()
+        try:
+            yield
+        finally:
+            store.close()
+
+    app = FastAPI(title="profboard", version=__version__, lifespan=lifespan,
+                  description="Dashboard API for PyTorch profiler traces. Times in us, sizes in bytes, shares as 0..1.")
+    app.state.store = store
+    app.state.memo = Memo()
+    app.state.settings = settings
+
+    @app.exception_handler(PublicError)
+    async def public_error(request: Request, exc: PublicError) -> JSONResponse:
+        return _error(exc.status, exc.code, exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:])}: {e['msg']}" for e in exc.errors())
+        return _error(BadParameter.status, BadParameter.code, problems or "bad request")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = NotFound.code if exc.status_code == 404 else "http_error"
+        return _error(exc.status_code, code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s", request.url.path)
+        return _error(500, "internal", "internal error; the server log has the details")
+
+    app.include_router(runs.router)
+    for view in VIEWS:
+        app.include_router(view.router)
+
+    # Registered before the /static mount so that it wins.
+    @app.get("/static/vendor/plotly.min.js", include_in_schema=False)
+    def plotly_js() -> FileResponse:
+        # Served from the installed plotly package: no CDN, works on offline GPU boxes.
+        return FileResponse(_PLOTLY_JS, media_type="text/javascript")
+
+    app.mount("/static", StaticFiles(directory=_WEB / "static"), name="static")
+    templates = Jinja2Templates(directory=str(_WEB / "templates"))
+    view_names = [v.name for v in VIEWS]
+
+    def page(request: Request, view: str) -> HTMLResponse:
+        if view not in view_names:
+            raise NotFound(f"no view named {view!r}")
+        context = {"views": [{"name": v.name, "title": v.title} for v in VIEWS], "view": view, "version": __version__}
+        return templates.TemplateResponse(request, f"{view}.html", context)
+
+    @app.get("/", include_in_schema=False, response_class=HTMLResponse)
+    def index(request: Request, view: str = view_names[0]) -> HTMLResponse:
+        return page(request, view)
+
+    @app.get("/{view}", include_in_schema=False, response_class=HTMLResponse)
+    def view_page(request: Request, view: str) -> HTMLResponse:
+        return page(request, view)
+
+    return app

@@ -1,0 +1,142 @@
+"""The `profboard` command: serve a logdir, or print a worker's overview as JSON.
+
+    profboard --logdir ./runs [--port 6006] [--bind_all]
+    profboard summary ./runs --run R --worker W --span S --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+from . import __version__
+from .settings import Settings
+from .trace.read import DEFAULT_MAX_BYTES
+
+# The demo logdir shipped in a source checkout; served when no --logdir is given.
+_DEMO_LOGDIR = Path(__file__).resolve().parent.parent / "examples" / "logdir"
+
+
+def _default_cache_dir() -> str:
+    from platformdirs import user_cache_dir
+
+    return os.environ.get("PROFBOARD_CACHE_DIR") or user_cache_dir("profboard")
+
+
+def _size(text: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    text = text.strip().lower().removesuffix("b").removesuffix("i")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cache-dir", default=None,
+                        help="where parsed traces are cached (default: $PROFBOARD_CACHE_DIR or the user cache folder)")
+    parser.add_argument("--no-cache", action="store_true", help="neither read nor write the parse cache")
+    parser.add_argument("--max-trace-size", type=_size, default=DEFAULT_MAX_BYTES, metavar="SIZE",
+                        help="refuse traces that inflate beyond this many bytes, e.g. 4G (default: 4G)")
+
+
+def _settings(args: argparse.Namespace, logdir: str) -> Settings:
+    cache = None if args.no_cache else (args.cache_dir or _default_cache_dir())
+    return Settings(logdir=logdir, cache_dir=cache, max_trace_bytes=args.max_trace_size)
+
+
+def _serve_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="profboard",
+        description="A dashboard for PyTorch profiler traces. `profboard summary --help` for the headless summary.")
+    parser.add_argument("--logdir", help="folder or fsspec URL holding runs of *.pt.trace.json[.gz] "
+                                         "(default: the bundled demo logdir)")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=6006, help="port (default: 6006)")
+    parser.add_argument("--bind_all", action="store_true", help="bind all interfaces (0.0.0.0), e.g. inside Docker")
+    parser.add_argument("--version", action="version", version=f"profboard {__version__}")
+    _add_common(parser)
+    return parser
+
+
+def _summary_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="profboard summary",
+                                     description="Print one worker's overview (the /api/overview object).")
+    parser.add_argument("logdir", help="folder or fsspec URL")
+    parser.add_argument("--run", help="run name (default: the only run, else required)")
+    parser.add_argument("--worker", help="worker (default: the run's first)")
+    parser.add_argument("--span", default="1", help="span id (default: 1)")
+    parser.add_argument("--json", action="store_true", help="print JSON (the only format for now)")
+    _add_common(parser)
+    return parser
+
+
+def serve(argv: list[str]) -> int:
+    args = _serve_parser().parse_args(argv)
+    logdir = args.logdir
+    if logdir is None:
+        if not _DEMO_LOGDIR.is_dir():
+            print("profboard: pass --logdir (no bundled demo logdir in this installation)", file=sys.stderr)
+            return 2
+        logdir = str(_DEMO_LOGDIR)
+    import uvicorn
+
+    from .app import create_app
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    host = "0.0.0.0" if args.bind_all else args.host
+    print(f"profboard {__version__}: serving {logdir} at http://{'localhost' if host == '0.0.0.0' else host}:{args.port}/",
+          file=sys.stderr)
+    uvicorn.run(create_app(_settings(args, logdir)), host=host, port=args.port, log_level="warning")
+    return 0
+
+
+def summary(argv: list[str]) -> int:
+    from .logdir import discover
+    from .trace.decode import TraceFormatError
+    from .trace.load import load_trace
+    from .analysis.overview import overview
+
+    args = _summary_parser().parse_args(argv)
+    runs = discover(args.logdir)
+    if args.run is None:
+        if len(runs) != 1:
+            print(f"profboard summary: pass --run (runs: {', '.join(runs) or 'none found'})", file=sys.stderr)
+            return 2
+        args.run = next(iter(runs))
+    run = runs.get(args.run)
+    if run is None:
+        print(f"profboard summary: no run {args.run!r} (runs: {', '.join(runs) or 'none found'})", file=sys.stderr)
+        return 2
+    worker = args.worker or next(iter(run.workers))
+    trace = run.file(worker, args.span)
+    if trace is None:
+        print(f"profboard summary: run {args.run!r} has no worker {worker!r} span {args.span!r} "
+              f"(workers: {', '.join(run.workers)})", file=sys.stderr)
+        return 2
+    settings = _settings(args, args.logdir)
+    try:
+        tables = load_trace(trace.path, trace.size, trace.mtime, cache_dir=settings.cache_dir,
+                            max_bytes=settings.max_trace_bytes)
+    except TraceFormatError as exc:
+        print(f"profboard summary: cannot read {trace.path}: {exc}", file=sys.stderr)
+        return 1
+    json.dump(overview(tables), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "summary":
+        return summary(argv[1:])
+    if argv and argv[0] == "serve":
+        argv = argv[1:]
+    return serve(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

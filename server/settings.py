@@ -1,0 +1,16 @@
+"""What one profboard server (or one test's server) works with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .trace.read import DEFAULT_MAX_BYTES
+
+
+@dataclass(frozen=True)
+class Settings:
+    logdir: str
+    cache_dir: str | None = None  # None: no on-disk cache
+    max_trace_bytes: int = DEFAULT_MAX_BYTES
+    load_threads: int = 2
+    rescan_seconds: float = 5.0

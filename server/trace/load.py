@@ -1,0 +1,37 @@
+"""Load one trace file into TraceTables: from the cache when it can, else parse and cache."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .cache import cache_key, load_cached, store_cached
+from .decode import decode_trace
+from .read import DEFAULT_MAX_BYTES, read_trace_bytes
+from .tables import TraceTables, build_tables
+
+Progress = Callable[[float], None]
+
+
+def parse_trace_bytes(data: bytes, on_progress: Progress | None = None) -> TraceTables:
+    """Parse JSON bytes of a trace; raises TraceFormatError when nothing can be recovered."""
+    return build_tables(decode_trace(data), on_progress)
+
+
+def load_trace(path: str, size: int, mtime: float, *, cache_dir: str | None = None,
+               max_bytes: int = DEFAULT_MAX_BYTES, on_progress: Progress | None = None) -> TraceTables:
+    """Tables of the trace at `path` (local path or fsspec URL); progress goes 0..1."""
+    key = cache_key(path, size, mtime)
+    if cache_dir:
+        cached = load_cached(cache_dir, key)
+        if cached is not None:
+            return cached
+    report = on_progress or (lambda _: None)
+    raw = read_trace_bytes(path, max_bytes)
+    report(0.25)
+    # Reading is about a quarter of the work; decoding the events the rest.
+    tables = parse_trace_bytes(raw.data, lambda f: report(0.25 + 0.75 * f))
+    del raw.data
+    tables.warnings[:0] = raw.warnings
+    if cache_dir:
+        store_cached(cache_dir, key, tables)
+    return tables
