@@ -2,6 +2,7 @@
 
 - A run is a folder holding `*.pt.trace.json` or `*.pt.trace.json.gz` files; its name is
   the folder's path relative to the logdir (the logdir itself is named after its basename).
+  Local symlinks to folders or files are followed (people link runs into a logdir).
 - A file `<worker>.<timestamp>.pt.trace.json[.gz]` belongs to `worker`; a file with no
   timestamp (`<worker>.pt.trace.json`) too.
 - A worker's files, ordered by timestamp as a number, are its spans "1", "2", ...
@@ -10,11 +11,13 @@
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 from dataclasses import dataclass
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 
 _TRACE_FILE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<stamp>\d+))?\.pt\.trace\.json(?:\.gz)?$")
 
@@ -66,26 +69,50 @@ def _mtime(info: dict) -> float:
     return 0.0
 
 
+def _local_files(root: str):
+    """(path, size, mtime) of every file under a local folder, following symlinks once."""
+    seen: set[str] = set()
+    for folder, dirs, files in os.walk(root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:  # a link cycle
+            dirs[:] = []
+            continue
+        seen.add(real)
+        for name in files:
+            path = os.path.join(folder, name)
+            try:
+                st = os.stat(path)
+            except OSError:  # dangling link, or removed meanwhile
+                continue
+            yield path, st.st_size, st.st_mtime
+
+
+def _remote_files(fs, root: str):
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    for path, info in fs.find(root, detail=True).items():
+        if info.get("type", "file") == "file":
+            yield fs.unstrip_protocol(path) if protocol not in ("file", "local") else path, int(info.get("size") or 0), _mtime(info)
+
+
 def discover(logdir: str) -> dict[str, Run]:
     """All runs under `logdir`, keyed by run name, sorted by name."""
     fs, root = fsspec.core.url_to_fs(logdir)
+    local = isinstance(fs, LocalFileSystem)
     root = root.rstrip("/") or "/"
-    found = fs.find(root, detail=True)
-    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    if local and not os.path.isdir(root):
+        raise FileNotFoundError(f"no such folder: {root}")
+    files = _local_files(root) if local else _remote_files(fs, root)
+    root_name = posixpath.basename(root)
     by_run: dict[str, dict[str, list[TraceFile]]] = {}
-    for path, info in found.items():
-        if info.get("type", "file") != "file":
-            continue
-        folder, filename = posixpath.split(path)
-        parsed = parse_trace_name(filename)
+    for path, size, mtime in files:
+        parsed = parse_trace_name(posixpath.basename(path))
         if parsed is None:
             continue
         worker, stamp = parsed
-        rel = posixpath.relpath(folder, root)
-        run = posixpath.basename(root) if rel == "." else rel
-        url = path if protocol in ("file", "local") else fs.unstrip_protocol(path)
-        trace = TraceFile(url, int(info.get("size") or 0), _mtime(info), worker, stamp)
-        by_run.setdefault(run, {}).setdefault(worker, []).append(trace)
+        folder = posixpath.dirname(path)
+        folder_rel = posixpath.relpath(fs._strip_protocol(folder) if not local else folder, root)
+        run = root_name if folder_rel == "." else folder_rel
+        by_run.setdefault(run, {}).setdefault(worker, []).append(TraceFile(path, size, mtime, worker, stamp))
     runs = {}
     for name in sorted(by_run):
         workers = {w: tuple(sorted(files, key=lambda f: (f.stamp is None, f.stamp or 0, f.path)))
