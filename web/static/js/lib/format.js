@@ -1,0 +1,138 @@
+/**
+ * The only place where numbers become text: times, sizes, ratios and their labels.
+ * Data keeps its units in its field names (`*_us`, `*_bytes`, `*_ratio`); this module turns
+ * them into what people read.
+ * @module lib/format
+ */
+
+/** Shown for a value the trace does not provide. */
+export const NA = "n/a";
+
+/**
+ * The step-time categories, in the order every view shows them.
+ * @type {{key: string, label: string}[]}
+ */
+export const STEP_CATEGORIES = [
+  { key: "kernel_us", label: "Kernel" },
+  { key: "memcpy_us", label: "Memcpy" },
+  { key: "memset_us", label: "Memset" },
+  { key: "communication_us", label: "Communication" },
+  { key: "runtime_us", label: "Runtime" },
+  { key: "dataloader_us", label: "DataLoader" },
+  { key: "cpu_exec_us", label: "CPU Exec" },
+  { key: "other_us", label: "Other" },
+];
+
+/** @param {unknown} value @returns {value is number} */
+function isNumber(value) {
+  return typeof value === "number" && Number.isFinite(value);
+}
+
+/**
+ * Three significant digits at most, no trailing zeros beyond them: 123, 12.3, 1.23.
+ * @param {number} value
+ * @returns {string}
+ */
+function sig3(value) {
+  const abs = Math.abs(value);
+  if (abs >= 100) return String(Math.round(value));
+  if (abs >= 10) return value.toFixed(1);
+  return value.toFixed(2);
+}
+
+/**
+ * A duration in microseconds: "123 us", "12.3 ms", "1.23 s".
+ * @param {number|null|undefined} us
+ * @returns {string}
+ */
+export function formatUs(us) {
+  if (!isNumber(us)) return NA;
+  const abs = Math.abs(us);
+  if (abs === 0) return "0 us";
+  if (abs < 1) return `${us.toFixed(2)} us`;
+  if (abs < 1000) return `${abs < 10 ? us.toFixed(1) : String(Math.round(us))} us`;
+  if (abs < 1e6) return `${sig3(us / 1e3)} ms`;
+  return `${sig3(us / 1e6)} s`;
+}
+
+/**
+ * The unit an axis of durations should use, chosen from its largest value.
+ * @param {number} maxUs
+ * @returns {{unit: string, divisor: number, axisTitle: (what: string) => string}}
+ */
+export function timeAxis(maxUs) {
+  const pick = maxUs >= 1e6 ? ["s", 1e6] : maxUs >= 1e3 ? ["ms", 1e3] : ["us", 1];
+  const [unit, divisor] = /** @type {[string, number]} */ (pick);
+  return { unit, divisor, axisTitle: (what) => `${what} (${unit})` };
+}
+
+/**
+ * A size in bytes, 1024-based as the reference plugin shows it: 34084028416 -> "31.74 GB".
+ * @param {number|null|undefined} bytes
+ * @returns {string}
+ */
+export function formatBytes(bytes) {
+  if (!isNumber(bytes)) return NA;
+  const units = ["B", "KB", "MB", "GB", "TB", "PB"];
+  let value = bytes;
+  let i = 0;
+  while (Math.abs(value) >= 1024 && i < units.length - 1) {
+    value /= 1024;
+    i += 1;
+  }
+  return i === 0 ? `${Math.round(value)} B` : `${value.toFixed(2)} ${units[i]}`;
+}
+
+/**
+ * A 0..1 share as a percentage, two decimals by default: 0.5551 -> "55.51 %".
+ * @param {number|null|undefined} ratio
+ * @param {number} [digits] decimals (0 for progress: "43 %")
+ * @returns {string}
+ */
+export function formatRatio(ratio, digits = 2) {
+  if (!isNumber(ratio)) return NA;
+  return `${(ratio * 100).toFixed(digits)} %`;
+}
+
+/**
+ * A count with thousands separators.
+ * @param {number|null|undefined} n
+ * @returns {string}
+ */
+export function formatCount(n) {
+  if (!isNumber(n)) return NA;
+  return Math.round(n).toLocaleString("en-US");
+}
+
+/**
+ * Any value, formatted by its field name's unit suffix (`_us`, `_bytes`, `_ratio`).
+ * @param {string} key e.g. "sync_us"
+ * @param {unknown} value
+ * @returns {string}
+ */
+export function formatField(key, value) {
+  if (value === null || value === undefined) return NA;
+  if (key.endsWith("_us")) return formatUs(/** @type {number} */ (value));
+  if (key.endsWith("_bytes")) return formatBytes(/** @type {number} */ (value));
+  if (key.endsWith("_ratio")) return formatRatio(/** @type {number} */ (value));
+  if (isNumber(value)) return Number.isInteger(value) ? formatCount(value) : sig3(value);
+  return String(value);
+}
+
+/**
+ * A field name as words, without its unit suffix: "achieved_occupancy_ratio" -> "achieved occupancy".
+ * @param {string} key
+ * @returns {string}
+ */
+export function fieldLabel(key) {
+  return key.replace(/_(us|bytes|ratio)$/, "").replace(/_/g, " ");
+}
+
+/**
+ * A compute capability as shown: "9.0"; null -> "n/a".
+ * @param {string|null|undefined} value
+ * @returns {string}
+ */
+export function formatText(value) {
+  return value === null || value === undefined || value === "" ? NA : String(value);
+}

@@ -1,0 +1,409 @@
+/**
+ * The Overview view: GPU summary, execution summary (average step breakdown), step-time chart,
+ * per-step table, recommendations and warnings. Reads `/api/overview`.
+ *
+ * Three layers: fetch (`fetchOverview`), shape (pure functions from JSON to Plotly traces and
+ * table rows, exported for reuse and tests) and draw (`mount` and the `draw*` helpers).
+ * @module overview
+ */
+
+import { getJSON } from "./lib/api.js";
+import { byTestId, clear, el, inlineCode } from "./lib/dom.js";
+import {
+  STEP_CATEGORIES, fieldLabel, formatBytes, formatField, formatRatio, formatText, formatUs, timeAxis,
+} from "./lib/format.js";
+import { draw, layout, purgeAll } from "./lib/plot.js";
+import { buildTable, parseSort, sortToText } from "./lib/table.js";
+import { updateQuery } from "./lib/url.js";
+
+/**
+ * @typedef {{total_us: number, kernel_us: number, memcpy_us: number, memset_us: number,
+ *            communication_us: number, runtime_us: number, dataloader_us: number,
+ *            cpu_exec_us: number, other_us: number}} StepCosts
+ * @typedef {StepCosts & {step: string}} Step
+ * @typedef {{device: number, name: string|null, memory_bytes: number|null, compute_capability: string|null,
+ *            utilization_ratio: number|null, sm_efficiency_ratio: number|null,
+ *            achieved_occupancy_ratio: number|null, tensor_core_ratio: number|null}} Gpu
+ * @typedef {{kind: string, [key: string]: any}} Evidence
+ * @typedef {{id: string, severity: "high"|"medium"|"low", title: string, detail: string, evidence: Evidence[]}} Recommendation
+ * @typedef {{steps: Step[], average: StepCosts, gpus: Gpu[], recommendations: Recommendation[], warnings: string[]}} Overview
+ */
+
+/** One fixed colour per category (Tableau 10), the same in the chart, the pie and the tables. */
+export const CATEGORY_COLORS = Object.freeze({
+  kernel_us: "#4e79a7",
+  memcpy_us: "#f28e2b",
+  memset_us: "#edc948",
+  communication_us: "#b07aa1",
+  runtime_us: "#e15759",
+  dataloader_us: "#76b7b2",
+  cpu_exec_us: "#59a14f",
+  other_us: "#bab0ac",
+});
+
+const SEVERITY_ORDER = { high: 0, medium: 1, low: 2 };
+
+// ---------------------------------------------------------------- fetch
+
+/**
+ * @param {{run?: string, worker?: string, span?: string}} params
+ * @param {AbortSignal} [signal]
+ * @returns {Promise<Overview>}
+ */
+export function fetchOverview({ run, worker, span }, signal) {
+  return getJSON("/api/overview", { run, worker, span }, signal);
+}
+
+// ---------------------------------------------------------------- shape
+
+/**
+ * `part / whole` as a 0..1 share, null when the whole is not positive.
+ * @param {number} part
+ * @param {number} whole
+ * @returns {number|null}
+ */
+export function share(part, whole) {
+  return whole > 0 && Number.isFinite(part) ? part / whole : null;
+}
+
+/**
+ * The categories worth charting: those with time in any step (or in the average).
+ * @param {Step[]} steps
+ * @param {StepCosts} average
+ */
+export function chartedCategories(steps, average) {
+  return STEP_CATEGORIES.filter(({ key }) => (average && average[key] > 0) || steps.some((s) => s[key] > 0));
+}
+
+/** Bars wider than this look like blocks when a trace has only a few steps. */
+const MAX_BAR_PX = 72;
+
+/**
+ * The bar width, as a fraction of a step's slot, that keeps bars at most {@link MAX_BAR_PX} wide.
+ * @param {number} stepCount
+ * @param {number} plotWidthPx the chart's width on screen (an estimate is fine)
+ * @returns {number}
+ */
+export function barWidth(stepCount, plotWidthPx) {
+  const slot = Math.max(plotWidthPx, 1) / Math.max(stepCount, 1);
+  return Math.min(0.7, MAX_BAR_PX / slot);
+}
+
+/**
+ * Stacked-bar traces of the step-time breakdown, one per category, in the fixed category order.
+ * @param {Step[]} steps
+ * @param {StepCosts} average
+ * @param {number} [plotWidthPx] the chart's width, to cap the bar width
+ * @returns {{traces: object[], unit: string, yTitle: string}}
+ */
+export function stepBarTraces(steps, average, plotWidthPx = 800) {
+  const axis = timeAxis(steps.reduce((max, s) => Math.max(max, s.total_us || 0), 0));
+  const x = steps.map((s) => s.step);
+  const width = barWidth(steps.length, plotWidthPx);
+  const traces = chartedCategories(steps, average).map(({ key, label }) => ({
+    type: "bar",
+    name: label,
+    x,
+    y: steps.map((s) => (s[key] || 0) / axis.divisor),
+    customdata: steps.map((s) => `${label}: ${formatUs(s[key])} (${formatRatio(share(s[key], s.total_us))})`),
+    hovertemplate: "%{customdata}<extra></extra>",
+    marker: { color: CATEGORY_COLORS[key], line: { width: 0 } },
+    width,
+  }));
+  return { traces, unit: axis.unit, yTitle: axis.axisTitle("Step time") };
+}
+
+/**
+ * The Plotly layout of the step chart.
+ * @param {Step[]} steps
+ * @param {string} yTitle
+ */
+export function stepBarLayout(steps, yTitle) {
+  return layout({
+    barmode: "stack",
+    hovermode: "x unified",
+    margin: { l: 64, r: 16, t: 8, b: 48 },
+    xaxis: { type: "category", title: { text: "Step" }, unifiedhovertitle: { text: "Step %{x}" } },
+    yaxis: { title: { text: yTitle }, rangemode: "tozero" },
+    legend: { traceorder: "normal" },
+  });
+}
+
+/**
+ * The donut of the average step's breakdown.
+ * @param {StepCosts} average
+ * @param {Step[]} steps
+ * @returns {object}
+ */
+export function breakdownPieTrace(average, steps) {
+  const categories = chartedCategories(steps, average);
+  const values = categories.map(({ key }) => average[key] || 0);
+  const shares = values.map((v) => share(v, average.total_us));
+  return {
+    type: "pie",
+    hole: 0.5,
+    sort: false,
+    direction: "clockwise",
+    labels: categories.map((c) => c.label),
+    values,
+    marker: { colors: categories.map(({ key }) => CATEGORY_COLORS[key]), line: { color: "#fff", width: 1 } },
+    // Slices under 5 % get no label: they would overlap.
+    text: shares.map((s) => (s !== null && s >= 0.05 ? formatRatio(s, 1) : "")),
+    textinfo: "text",
+    textposition: "inside",
+    insidetextorientation: "horizontal",
+    insidetextfont: { color: "#fff", size: 11 },
+    customdata: categories.map((c, i) => `${c.label}: ${formatUs(values[i])} (${formatRatio(shares[i])})`),
+    hovertemplate: "%{customdata}<extra></extra>",
+    showlegend: false,
+  };
+}
+
+/**
+ * The donut's layout, with the average step time in its hole.
+ * @param {StepCosts} average
+ */
+export function breakdownPieLayout(average) {
+  return layout({
+    margin: { l: 8, r: 8, t: 8, b: 8 },
+    annotations: [{
+      text: `<b>${formatUs(average.total_us)}</b><br>avg step`,
+      showarrow: false, x: 0.5, y: 0.5, xref: "paper", yref: "paper",
+      font: { size: 13, color: "#3c4043" },
+    }],
+  });
+}
+
+/**
+ * Rows of the execution summary: each category's average time and its share of the step.
+ * @param {StepCosts} average
+ * @returns {{key: string, category: string, time_us: number, share_ratio: number|null}[]}
+ */
+export function summaryRows(average) {
+  return STEP_CATEGORIES.map(({ key, label }) => ({
+    key,
+    category: label,
+    time_us: average[key] || 0,
+    share_ratio: share(average[key] || 0, average.total_us),
+  }));
+}
+
+/**
+ * Label/value pairs of one GPU's summary card, as the reference plugin lists them.
+ * @param {Gpu} gpu
+ * @returns {[string, string][]}
+ */
+export function gpuFields(gpu) {
+  return [
+    ["Name", formatText(gpu.name)],
+    ["Memory", formatBytes(gpu.memory_bytes)],
+    ["Compute Capability", formatText(gpu.compute_capability)],
+    ["GPU Utilization", formatRatio(gpu.utilization_ratio)],
+    ["Est. SM Efficiency", formatRatio(gpu.sm_efficiency_ratio)],
+    ["Est. Achieved Occupancy", formatRatio(gpu.achieved_occupancy_ratio)],
+    ["Kernel Time using Tensor Cores", formatRatio(gpu.tensor_core_ratio)],
+  ];
+}
+
+/**
+ * One line of readable evidence: "step 5: 12.3 ms", "GPU 0: utilization 34.30 %".
+ * @param {Evidence} evidence
+ * @returns {string}
+ */
+export function evidenceText(evidence) {
+  const { kind, ...fields } = evidence;
+  /** @type {string} */ let head;
+  /** @type {string[]} */ const skip = [];
+  if (kind === "step") {
+    const duration = typeof fields.end_us === "number" && typeof fields.start_us === "number"
+      ? fields.end_us - fields.start_us : fields.duration_us;
+    head = `step ${fields.step ?? "?"}${duration !== undefined ? `: ${formatUs(duration)}` : ""}`;
+    skip.push("step", "start_us", "end_us", "duration_us");
+  } else if (kind === "gpu") {
+    head = `GPU ${fields.device ?? "?"}`;
+    skip.push("device");
+  } else {
+    head = String(kind ?? "evidence");
+  }
+  const extras = Object.entries(fields)
+    .filter(([key, value]) => !skip.includes(key) && value !== null && typeof value !== "object")
+    .map(([key, value]) => `${fieldLabel(key)} ${formatField(key, value)}`);
+  if (!extras.length) return head;
+  return kind === "step" ? `${head} (${extras.join(", ")})` : `${head}: ${extras.join(", ")}`;
+}
+
+/**
+ * Recommendations, most severe first (stable within a severity).
+ * @param {Recommendation[]} recommendations
+ * @returns {Recommendation[]}
+ */
+export function sortRecommendations(recommendations) {
+  return recommendations
+    .map((r, i) => ({ r, i }))
+    .sort((a, b) => (SEVERITY_ORDER[a.r.severity] ?? 3) - (SEVERITY_ORDER[b.r.severity] ?? 3) || a.i - b.i)
+    .map(({ r }) => r);
+}
+
+/**
+ * Columns of the per-step table: step, total, then each category.
+ * @returns {import("./lib/table.js").Column[]}
+ */
+export function stepColumns() {
+  const time = (/** @type {number} */ v) => formatUs(v);
+  return [
+    { key: "step", label: "Step", sortValue: (row) => (Number.isFinite(Number(row.step)) ? Number(row.step) : row.step) },
+    { key: "total_us", label: "Total", numeric: true, format: time },
+    ...STEP_CATEGORIES.map(({ key, label }) => ({ key, label, numeric: true, format: time, title: `${label} time per step` })),
+  ];
+}
+
+// ---------------------------------------------------------------- draw
+
+/**
+ * @param {HTMLElement} node
+ * @param {string} text
+ */
+function emptyNote(node, text) {
+  purgeAll(node);
+  node.replaceChildren(el("p", { class: "empty", text }));
+}
+
+/** @param {HTMLElement} node @param {string[]} warnings */
+function drawWarnings(node, warnings) {
+  if (!warnings.length) {
+    node.hidden = true;
+    clear(node);
+    return;
+  }
+  node.replaceChildren(
+    el("div", { class: "note-title", text: warnings.length === 1 ? "Warning" : `${warnings.length} warnings` }),
+    el("ul", {}, warnings.map((w) => el("li", { text: w }))),
+  );
+  node.hidden = false;
+}
+
+/** @param {HTMLElement} node @param {Gpu[]} gpus */
+function drawGpus(node, gpus) {
+  if (!gpus.length) {
+    node.replaceChildren(el("p", { class: "empty", text: "No GPU ran kernels in this trace." }));
+    return;
+  }
+  node.replaceChildren(...gpus.map((gpu) => el("div", { class: "gpu", attrs: { "data-device": String(gpu.device) } }, [
+    gpus.length > 1 ? el("div", { class: "gpu-title", text: `GPU ${gpu.device}` }) : null,
+    el("dl", { class: "kv" }, gpuFields(gpu).flatMap(([label, value]) => [
+      el("dt", { text: label }),
+      el("dd", { text: value, class: value === "n/a" ? "muted" : "" }),
+    ])),
+  ])));
+}
+
+/**
+ * @param {HTMLElement} headline where the average step time goes
+ * @param {HTMLElement} node where the per-category table goes
+ * @param {StepCosts} average
+ * @param {number} stepCount
+ */
+function drawSummary(headline, node, average, stepCount) {
+  headline.replaceChildren(
+    el("span", { class: "headline-label", text: "Average step time" }),
+    el("span", { class: "headline-value", testid: "average-step-time", text: formatUs(average.total_us) }),
+    el("span", { class: "headline-sub", text: `over ${stepCount} step${stepCount === 1 ? "" : "s"}` }),
+  );
+  node.replaceChildren(buildTable({
+    caption: "Average step time by category",
+    columns: [
+      {
+        key: "category",
+        label: "Category",
+        decorate: (row) => {
+          const swatch = el("span", { class: "swatch", attrs: { "aria-hidden": "true" } });
+          swatch.style.background = CATEGORY_COLORS[row.key];
+          return swatch;
+        },
+      },
+      { key: "time_us", label: "Time", numeric: true, format: (v) => formatUs(v) },
+      { key: "share_ratio", label: "Share", numeric: true, format: (v) => formatRatio(v) },
+    ],
+    rows: summaryRows(average),
+  }));
+}
+
+/** @param {HTMLElement} node @param {Recommendation[]} recommendations */
+function drawRecommendations(node, recommendations) {
+  if (!recommendations.length) {
+    node.replaceChildren(el("p", { class: "empty", text: "Nothing stood out in this trace." }));
+    return;
+  }
+  node.replaceChildren(el("ul", { class: "rec-list" }, sortRecommendations(recommendations).map((r) =>
+    el("li", { class: `rec rec-${r.severity}`, attrs: { "data-id": r.id } }, [
+      el("div", { class: "rec-head" }, [
+        el("span", { class: `badge badge-${r.severity}`, text: r.severity }),
+        el("span", { class: "rec-title", text: r.title }),
+      ]),
+      r.detail ? el("p", { class: "rec-detail" }, inlineCode(r.detail)) : null,
+      r.evidence && r.evidence.length
+        ? el("ul", { class: "rec-evidence", attrs: { "aria-label": "Evidence" } },
+          r.evidence.map((e) => el("li", { text: evidenceText(e) })))
+        : null,
+    ]))));
+}
+
+/** @param {HTMLElement} node @param {Step[]} steps @param {StepCosts} average @param {string|undefined} sortText */
+function drawStepTable(node, steps, average, sortText) {
+  if (!steps.length) {
+    node.replaceChildren(el("p", { class: "empty", text: "No steps found in this trace." }));
+    return;
+  }
+  const columns = stepColumns();
+  node.replaceChildren(buildTable({
+    caption: "Time per step by category",
+    columns,
+    rows: steps,
+    sort: parseSort(sortText, columns),
+    onSort: (sort) => updateQuery({ sort: sortToText(sort) }),
+    footer: steps.length > 1 ? { step: "Average", ...average } : undefined,
+  }));
+}
+
+/** @param {HTMLElement} node @param {Step[]} steps @param {StepCosts} average */
+async function drawStepChart(node, steps, average) {
+  if (!steps.length) {
+    emptyNote(node, "No steps found in this trace.");
+    return;
+  }
+  const { traces, yTitle } = stepBarTraces(steps, average, Math.max(node.clientWidth - 80, 200));
+  if (!node.classList.contains("js-plotly-plot")) clear(node);
+  await draw(node, traces, stepBarLayout(steps, yTitle));
+}
+
+/** @param {HTMLElement} node @param {Step[]} steps @param {StepCosts} average */
+async function drawPie(node, steps, average) {
+  if (!steps.length || !(average.total_us > 0)) {
+    emptyNote(node, "No step time to break down.");
+    return;
+  }
+  if (!node.classList.contains("js-plotly-plot")) clear(node);
+  await draw(node, [breakdownPieTrace(average, steps)], breakdownPieLayout(average));
+}
+
+/**
+ * Fetches and draws the overview of one worker's span.
+ * @param {HTMLElement} root the `[data-view="overview"]` section
+ * @param {{run?: string, worker?: string, span?: string, sort?: string}} params
+ * @param {{signal?: AbortSignal}} [context]
+ */
+export async function mount(root, params, { signal } = {}) {
+  const data = await fetchOverview(params, signal);
+  if (signal && signal.aborted) return;
+  const steps = data.steps || [];
+  const average = data.average;
+  drawWarnings(byTestId(root, "warnings"), data.warnings || []);
+  drawGpus(byTestId(root, "gpu-summary"), data.gpus || []);
+  drawSummary(byTestId(root, "average-step"), byTestId(root, "execution-summary"), average, steps.length);
+  drawRecommendations(byTestId(root, "recommendations"), data.recommendations || []);
+  drawStepTable(byTestId(root, "step-table"), steps, average, params.sort);
+  await Promise.all([
+    drawStepChart(byTestId(root, "step-chart"), steps, average),
+    drawPie(byTestId(root, "breakdown-pie"), steps, average),
+  ]);
+}
