@@ -1,0 +1,146 @@
+"""Browser-test fixtures: a real `profboard` server on a temporary logdir, and Debian's Chromium.
+
+The logdir links fixture runs from `<repo>/../shared/fixtures` (skipped when absent) and adds a
+run whose only trace is truncated JSON, so that error display is exercised next to working runs.
+Playwright drives `/usr/bin/chromium`; it never downloads a browser.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO.parent / "shared" / "fixtures"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+SHOTS = Path(os.environ.get("PROFBOARD_SHOTS", "/tmp/profboard-shots"))
+
+# run name in the temporary logdir -> folder under FIXTURES
+LINKED_RUNS = {
+    "resnet50_fp32": "h100/resnet50_fp32",
+    "resnet50_num_workers_0": "kineto_samples/resnet50_num_workers_0",
+}
+BROKEN_RUN = "broken_trace"
+READY_TIMEOUT_S = 120
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _get_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.load(response)
+
+
+@pytest.fixture(scope="session")
+def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    missing = [rel for rel in LINKED_RUNS.values() if not (FIXTURES / rel).is_dir()]
+    if missing:
+        pytest.skip(f"fixture runs not found under {FIXTURES}: {', '.join(missing)}")
+    root = tmp_path_factory.mktemp("logdir")
+    for name, rel in LINKED_RUNS.items():
+        (root / name).symlink_to(FIXTURES / rel, target_is_directory=True)
+    broken = root / BROKEN_RUN
+    broken.mkdir()
+    # A job killed mid-write: the JSON stops inside the first event.
+    (broken / "worker0.1700000000000.pt.trace.json").write_text('{"traceEvents": [{"ph": "X", "name": "a')
+    return root
+
+
+@pytest.fixture(scope="session")
+def server(logdir: Path, tmp_path_factory: pytest.TempPathFactory):
+    """Base URL of a running `profboard` serving `logdir`, once every run is ready or failed."""
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("server") / "profboard.log"
+    command = [sys.executable, "-m", "profboard.server.cli", "--logdir", str(logdir), "--host", "127.0.0.1",
+               "--port", str(port), "--cache-dir", str(tmp_path_factory.mktemp("cache"))]
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    base = f"http://127.0.0.1:{port}"
+    expected = set(LINKED_RUNS) | {BROKEN_RUN}
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"profboard exited with {process.returncode}:\n{log_path.read_text(errors='replace')}")
+            try:
+                runs = _get_json(f"{base}/api/runs")["runs"]
+                names = {r["name"] for r in runs}
+                if expected <= names and all(r["status"] != "loading" for r in runs):
+                    break
+            except (urllib.error.URLError, ConnectionError, OSError, ValueError, KeyError):
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"runs not ready after {READY_TIMEOUT_S}s:\n{log_path.read_text(errors='replace')}")
+            time.sleep(0.2)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="session")
+def shots() -> Path:
+    """Where tests save screenshots for people to look at ($PROFBOARD_SHOTS, default /tmp/profboard-shots)."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    return SHOTS
+
+
+@pytest.fixture(scope="session")
+def api(server: str):
+    """GET a JSON path of the server: `api("/api/overview?run=...")`."""
+    return lambda path: _get_json(server + path)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} not found; install Debian's chromium (apt-get install -y chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, request):
+    """A fresh 1280x800 page whose console errors and uncaught exceptions are collected in `page.errors`."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
+    page.errors = errors
+    yield page
+    if request.node.rep_call.failed if hasattr(request.node, "rep_call") else False:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"FAILED-{request.node.name}.png"))
+    context.close()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call":
+        item.rep_call = report
+    return report

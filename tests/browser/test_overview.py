@@ -1,0 +1,204 @@
+"""The Overview page in Chromium: charts render, the selection lives in the URL, errors show."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from browser_pages import OverviewPage, css_testid
+
+pytestmark = pytest.mark.browser
+
+H100_RUN = "resnet50_fp32"
+V100_RUN = "resnet50_num_workers_0"
+BROKEN_RUN = "broken_trace"  # conftest writes it: truncated JSON
+
+
+def fmt_us(us: float) -> str:
+    """format.js's formatUs for the values these tests read (>= 1 us)."""
+    def sig3(v: float) -> str:
+        return str(round(v)) if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
+    if us < 1000:
+        return f"{us:.1f} us" if us < 10 else f"{round(us)} us"
+    return f"{sig3(us / 1e3)} ms" if us < 1e6 else f"{sig3(us / 1e6)} s"
+
+
+def steps_of(api, run: str, worker: str, span: str) -> list[str]:
+    return [s["step"] for s in api(f"/api/overview?run={run}&worker={worker}&span={span}")["steps"]]
+
+
+@pytest.fixture
+def overview(page, server) -> OverviewPage:
+    return OverviewPage(page, server)
+
+
+def test_overview_renders_charts_table_and_gpu_summary(overview, api, shots):
+    overview.open(f"run={H100_RUN}").wait_drawn()
+    data = api(f"/api/overview?run={H100_RUN}&worker=h100_worker0&span=1")
+
+    expect(overview.part("gpu-summary")).to_contain_text("NVIDIA H100 80GB HBM3")
+    expect(overview.part("gpu-summary")).to_contain_text("79.18 GB")  # 85017493504 B in GiB
+    expect(overview.part("gpu-summary")).to_contain_text("9.0")
+    expect(overview.part("average-step-time")).to_have_text(fmt_us(data["average"]["total_us"]))
+    assert overview.table_steps() == [s["step"] for s in data["steps"]]
+    # One stacked bar trace per category with time, in the fixed order.
+    legend = overview.part("step-chart").locator(".legendtext").all_text_contents()
+    order = ["Kernel", "Memcpy", "Memset", "Communication", "Runtime", "DataLoader", "CPU Exec", "Other"]
+    assert legend == [c for c in order if c in legend] and "Kernel" in legend
+    expect(overview.part("breakdown-pie").locator(".slice").first).to_be_attached()
+    expect(overview.part("recommendations")).to_contain_text(data["recommendations"][0]["title"])
+    expect(overview.about().locator("summary")).to_have_text("How these numbers are computed")
+    expect(overview.part("warnings")).to_be_hidden()  # this trace has none
+    modebar = overview.part("step-chart").locator(".modebar-btn")
+    assert "Share chart..." not in [modebar.nth(i).get_attribute("data-title") for i in range(modebar.count())]
+    assert overview.selection() == {"run": H100_RUN, "worker": "h100_worker0", "span": "1", "view": "overview"}
+    overview.screenshot(shots, "overview_h100", full=True)
+    assert overview.page.errors == []
+
+
+def test_overview_without_query_picks_first_ready_run(overview, api):
+    overview.page.goto(overview.base + "/")
+    OverviewPage(overview.page, overview.base).wait_drawn()
+    runs = api("/api/runs")["runs"]
+    first_ready = next(r for r in runs if r["status"] == "ready")
+    worker = first_ready["workers"][0]
+    expected = {"run": first_ready["name"], "worker": worker, "span": first_ready["spans"][worker][0]}
+    assert overview.query() == expected
+    assert {k: v for k, v in overview.selection().items() if k != "view"} == expected
+    assert overview.page.errors == []
+
+
+def test_overview_run_change_updates_page_without_reload(overview, shots):
+    overview.open(f"run={H100_RUN}").wait_drawn()
+    overview.page.evaluate("window.__stillSamePage = true")
+    overview.choose("run", V100_RUN)
+    expect(overview.part("gpu-summary")).to_contain_text("Tesla V100-DGXS-32GB")
+    overview.wait_drawn()
+    expect(overview.part("gpu-summary")).to_contain_text("31.74 GB")  # 34084028416 B
+    assert overview.page.evaluate("window.__stillSamePage") is True
+    assert overview.query() == {"run": V100_RUN, "worker": "worker0", "span": "1"}
+    assert overview.selection()["worker"] == "worker0"
+    overview.screenshot(shots, "overview_v100")
+    # Back returns to the previous selection (pushState), still without a reload.
+    overview.page.go_back()
+    expect(overview.part("gpu-summary")).to_contain_text("NVIDIA H100 80GB HBM3")
+    assert overview.page.evaluate("window.__stillSamePage") is True
+    assert overview.page.errors == []
+
+
+def test_overview_span_change_updates_table(overview, api):
+    overview.open(f"run={V100_RUN}").wait_drawn()
+    span1 = steps_of(api, V100_RUN, "worker0", "1")
+    span2 = steps_of(api, V100_RUN, "worker0", "2")
+    assert span1 != span2, "the fixture's spans should differ"
+    assert overview.table_steps() == span1
+    overview.choose("span", "2")
+    expect(overview.part("step-table").locator("tbody tr td:first-child")).to_have_text(span2)
+    overview.wait_drawn()
+    assert overview.query()["span"] == "2"
+    assert overview.page.errors == []
+
+
+def test_overview_deep_link_restores_selection(overview, api):
+    overview.open(f"run={V100_RUN}&span=2").wait_drawn()
+    assert overview.selection() == {"run": V100_RUN, "worker": "worker0", "span": "2", "view": "overview"}
+    assert overview.table_steps() == steps_of(api, V100_RUN, "worker0", "2")
+    expect(overview.part("gpu-summary")).to_contain_text("Tesla V100-DGXS-32GB")
+    assert overview.page.errors == []
+
+
+def test_overview_unknown_run_shows_error(overview, shots):
+    overview.open("run=no_such_run")
+    expect(overview.error()).to_be_visible()
+    expect(overview.error()).to_contain_text("no_such_run")
+    expect(overview.error()).to_contain_text("Not found")
+    expect(overview.root()).to_be_hidden()
+    expect(overview.select("run")).to_have_value("no_such_run")
+    # Other runs are still listed and work.
+    overview.choose("run", H100_RUN)
+    overview.wait_drawn()
+    expect(overview.error()).to_be_hidden()
+    overview.page.go_back()
+    expect(overview.error()).to_contain_text("no_such_run")
+    overview.screenshot(shots, "overview_unknown_run")
+    # The browser logs the 404 itself; nothing else may fail.
+    assert all("404" in e for e in overview.page.errors), overview.page.errors
+
+
+def test_overview_unreadable_trace_shows_error_and_others_work(overview, shots):
+    overview.open(f"run={H100_RUN}").wait_drawn()
+    broken = overview.run_status().locator(f'{css_testid("run-error")}[data-run="{BROKEN_RUN}"]')
+    expect(broken).to_contain_text("worker0 span 1")
+    overview.choose("run", BROKEN_RUN)
+    expect(overview.error()).to_be_visible()
+    expect(overview.error()).to_contain_text("could not be read")
+    expect(overview.select("run").locator("option:checked")).to_have_text(f"{BROKEN_RUN} (error)")
+    overview.screenshot(shots, "overview_broken_run")
+    overview.choose("run", V100_RUN)
+    overview.wait_drawn()
+    expect(overview.error()).to_be_hidden()
+    assert all("422" in e for e in overview.page.errors), overview.page.errors
+
+
+def test_overview_loading_run_shows_progress_then_mounts(overview, server, shots):
+    """While /api/runs says a run is loading, the panel shows its progress; once ready, the view mounts."""
+    page = overview.page
+    real = json.loads(page.request.get(f"{server}/api/runs").text())
+    loading = json.loads(json.dumps(real))
+    for run in loading["runs"]:
+        if run["name"] == H100_RUN:
+            run.update(status="loading", progress=0.4, views=[])
+            for f in run["files"]:
+                f.update(status="loading", progress=0.4)
+    page.route("**/api/runs", lambda route: route.fulfill(json=loading))
+    overview.open(f"run={H100_RUN}")
+    bar = overview.run_status().locator(f'{css_testid("run-progress")}[data-run="{H100_RUN}"]')
+    expect(bar).to_be_visible()
+    expect(bar).to_contain_text("40 %")
+    expect(page.locator(css_testid("status"))).to_contain_text(f"Loading {H100_RUN}")
+    expect(overview.root()).to_be_hidden()
+    overview.screenshot(shots, "overview_loading")
+    page.unroute("**/api/runs")  # the server's real answer: ready; the 1 s poll picks it up
+    overview.wait_drawn()
+    expect(bar).to_have_count(0)
+    expect(overview.part("gpu-summary")).to_contain_text("NVIDIA H100 80GB HBM3")
+    assert page.errors == []
+
+
+def test_overview_table_sort_is_kept_in_url(overview, api):
+    overview.open(f"run={V100_RUN}").wait_drawn()
+    overview.part("step-table").get_by_role("button", name="Total").click()
+    assert overview.query()["sort"] == "total_us:desc"
+    totals = {s["step"]: s["total_us"] for s in api(f"/api/overview?run={V100_RUN}&worker=worker0&span=1")["steps"]}
+    expected = sorted(totals, key=lambda step: -totals[step])
+    assert overview.table_steps() == expected
+    overview.page.reload()
+    overview.wait_drawn()
+    expect(overview.part("step-table").locator('th[aria-sort="descending"]')).to_have_text(re.compile("Total"))
+    assert overview.table_steps() == expected
+    assert overview.page.errors == []
+
+
+def test_overview_step_chart_hover_shows_time_and_share(overview, shots):
+    overview.open(f"run={V100_RUN}").wait_drawn()
+    box = overview.part("step-chart").locator(".nsewdrag").first.bounding_box()
+    overview.page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.7)
+    hover = overview.part("step-chart").locator(".hoverlayer")
+    expect(hover).to_contain_text("Kernel:")
+    expect(hover).to_contain_text(re.compile(r"\d+(\.\d+)? (us|ms) \(\d+\.\d\d %\)"))
+    expect(hover).to_contain_text(re.compile(r"Step \d+"))
+    overview.screenshot(shots, "overview_hover")
+
+
+def test_overview_fits_a_narrow_window(overview, shots):
+    overview.page.set_viewport_size({"width": 760, "height": 900})
+    overview.open(f"run={H100_RUN}").wait_drawn()
+    overflow = overview.page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0
+    chart_width = overview.part("step-chart").bounding_box()["width"]
+    assert 400 < chart_width <= 760
+    overview.screenshot(shots, "overview_narrow", full=True)
+    assert overview.page.errors == []
