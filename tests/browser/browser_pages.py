@@ -62,6 +62,7 @@ class ShellPage:
             # The main area scrolls inside the window; a tall viewport shows the whole view.
             height = self.page.evaluate("document.querySelector('main').scrollHeight") + 60
             self.page.set_viewport_size({"width": self.page.viewport_size["width"], "height": max(800, height)})
+        self.page.wait_for_timeout(250)  # let the busy fade (0.15 s) finish
         self.page.screenshot(path=str(path))
         return path
 

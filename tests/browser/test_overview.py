@@ -202,3 +202,21 @@ def test_overview_fits_a_narrow_window(overview, shots):
     assert 400 < chart_width <= 760
     overview.screenshot(shots, "overview_narrow", full=True)
     assert overview.page.errors == []
+
+
+def test_overview_shows_reader_and_analysis_warnings(overview, server, shots):
+    """Warnings from reading the file (/api/runs) and from analysis (/api/overview) both show, in yellow."""
+    page = overview.page
+    runs = json.loads(page.request.get(f"{server}/api/runs").text())
+    for run in runs["runs"]:
+        for f in run["files"]:
+            f["warnings"] = ["truncated JSON: recovered 1200 of the events <before> the cut"]
+    data = json.loads(page.request.get(f"{server}/api/overview?run={H100_RUN}&worker=h100_worker0&span=1").text())
+    data["warnings"] = ["no ProfilerStep events: the whole trace is shown as one step"]
+    page.route("**/api/runs", lambda route: route.fulfill(json=runs))
+    page.route("**/api/overview?*", lambda route: route.fulfill(json=data))
+    overview.open(f"run={H100_RUN}").wait_drawn()
+    expect(page.locator(css_testid("load-warnings"))).to_contain_text("recovered 1200 of the events <before> the cut")
+    expect(overview.part("warnings")).to_contain_text("no ProfilerStep events")
+    overview.screenshot(shots, "overview_warnings")
+    assert page.errors == []
