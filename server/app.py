@@ -74,7 +74,7 @@ def create_app(settings: Settings) -> FastAPI:
         app.include_router(view.router)
 
     # Registered before the /static mount so that it wins.
-    @app.get("/static/vendor/plotly.min.js", include_in_schema=False)
+    @app.api_route("/static/vendor/plotly.min.js", methods=["GET", "HEAD"], include_in_schema=False)
     def plotly_js() -> FileResponse:
         # Served from the installed plotly package: no CDN, works on offline GPU boxes.
         return FileResponse(_PLOTLY_JS, media_type="text/javascript")
@@ -84,9 +84,10 @@ def create_app(settings: Settings) -> FastAPI:
     view_names = [v.name for v in VIEWS]
 
     def page(request: Request, view: str) -> HTMLResponse:
-        if view not in view_names:
-            raise NotFound(f"no view named {view!r}")
         context = {"views": [{"name": v.name, "title": v.title} for v in VIEWS], "view": view, "version": __version__}
+        if view not in view_names:
+            # A mistyped page path still gets the shell (HTML, status 404), not an API error.
+            return templates.TemplateResponse(request, "not_found.html", context | {"missing": view}, status_code=404)
         return templates.TemplateResponse(request, f"{view}.html", context)
 
     @app.get("/", include_in_schema=False, response_class=HTMLResponse)

@@ -358,7 +358,10 @@ async function mountView(params) {
   state.controller = controller;
   const root = ui.root;
   if (!root) {
-    showError(new Error(`The page has no container for the ${state.view} view.`));
+    // The not-found page explains itself; anywhere else a missing container is a bug.
+    if (!document.querySelector('[data-testid="page-not-found"]')) {
+      showError(new Error(`The page has no container for the ${state.view} view.`));
+    }
     return;
   }
   hideError();
