@@ -1,11 +1,11 @@
 """JSON bytes of a Chrome trace -> metadata and chunks of typed events, tolerating damage.
 
 1. Split the document: a top-level object's keys (with `traceEvents` kept raw) or a bare
-   event array (Chrome's "JSON array format").
-2. Split `traceEvents` into one raw slice per event (fast: no values are built).
-3. Decode those slices in chunks with the typed schema; a chunk that fails validation is
-   decoded event by event, and an event that still fails is kept as far as its basic fields
-   allow, else skipped and counted.
+   event array (Chrome's "JSON array format"). This pass also checks the JSON syntax.
+2. Decode the event array with the typed schema: in one pass when it is not huge, else in
+   chunks of raw per-event slices (bounded memory on GB-sized traces). A chunk that fails
+   validation is decoded event by event, and an event that still fails is kept as far as
+   its fields allow, else skipped and counted.
 Damage handling: non-standard tokens (`NaN`, `Infinity`, bare `N/A`) are replaced by
 `null` and decoding is retried; a document cut short (a job killed mid-write) is closed
 after its last complete event, keeping everything before the cut, with a warning.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, Callable, Iterator
 
 import msgspec
@@ -22,6 +23,8 @@ import msgspec
 from .schema import Args, CounterEvent, Event
 
 CHUNK_EVENTS = 40_000
+# Event arrays up to this size decode in one pass (fastest); larger ones chunk by chunk.
+WHOLE_DECODE_BYTES = 192 << 20
 # How many candidate cut points to try when closing a truncated document.
 _MAX_REPAIR_TRIES = 64
 _REPAIR_WINDOW = 8 << 20
@@ -33,14 +36,37 @@ class TraceFormatError(ValueError):
 
 @dataclass
 class DecodedTrace:
-    """Top-level metadata plus the raw per-event slices, decoded lazily in chunks."""
+    """Top-level metadata plus the raw `traceEvents` array, decoded into events on demand."""
 
     metadata: dict[str, Any]
-    raw_events: list[msgspec.Raw]
+    array: bytes | msgspec.Raw  # the JSON text of the event array
     warnings: list[str] = field(default_factory=list)
+    _raw_events: list[msgspec.Raw] | None = None
 
-    def chunks(self, on_progress: Callable[[float], None] | None = None) -> Iterator[tuple[list[Event], list[msgspec.Raw]]]:
-        """Yield (typed events, their raw slices) a chunk at a time; reports progress 0..1."""
+    @property
+    def raw_events(self) -> list[msgspec.Raw]:
+        """One raw JSON slice per event (split on first use)."""
+        if self._raw_events is None:
+            self._raw_events = _RAW_LIST_DECODER.decode(self.array)
+        return self._raw_events
+
+    def chunks(self, on_progress: Callable[[float], None] | None = None) -> Iterator[tuple[list[Event], Sequence[msgspec.Raw]]]:
+        """Yield (typed events, their raw slices) a chunk at a time; reports progress 0..1.
+
+        An array that fits WHOLE_DECODE_BYTES is decoded in one pass (its raw slices are only
+        split if a counter event needs one); a larger one, or one the fast path rejects, in
+        chunks of CHUNK_EVENTS, which bounds memory on GB-sized traces.
+        """
+        if self._raw_events is None and len(self.array) <= WHOLE_DECODE_BYTES:
+            try:
+                events = _LIST_DECODER.decode(self.array)
+            except (msgspec.ValidationError, msgspec.DecodeError):
+                events = None  # some event has unexpected types: go chunk by chunk below
+            if events is not None:
+                yield events, _LazyRaws(self)
+                if on_progress is not None:
+                    on_progress(1.0)
+                return
         n = len(self.raw_events)
         skipped = 0
         for start in range(0, n, CHUNK_EVENTS):
@@ -55,6 +81,19 @@ class DecodedTrace:
                 on_progress(min(1.0, (start + len(raws)) / max(n, 1)))
         if skipped:
             self.warnings.append(f"{skipped} events could not be read and were skipped")
+
+
+class _LazyRaws(Sequence):
+    """The raw slices of a trace decoded in one pass, split only if someone asks for one."""
+
+    def __init__(self, trace: DecodedTrace) -> None:
+        self._trace = trace
+
+    def __getitem__(self, index):
+        return self._trace.raw_events[index]
+
+    def __len__(self) -> int:
+        return len(self._trace.raw_events)
 
 
 _LIST_DECODER = msgspec.json.Decoder(list[Event])
@@ -117,12 +156,13 @@ def _converts(obj: dict[str, Any], kind: type) -> bool:
 
 _TOP_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+_TOP_ANY_DECODER = msgspec.json.Decoder(msgspec.Raw)
 # Tokens Python's json module or ad-hoc writers emit that strict JSON forbids.
 _NONSTANDARD = re.compile(rb'(?<=[:\[,\s])(?:NaN|-?Infinity|N/A)(?=\s*[,\]\}])')
 
 
 def decode_trace(data: bytes) -> DecodedTrace:
-    """Split a trace document into metadata and per-event raw slices; raises TraceFormatError."""
+    """Split a trace document into metadata and its event array; raises TraceFormatError."""
     first = _first_char(data)
     if first is None:
         raise TraceFormatError("the file is empty")
@@ -131,16 +171,17 @@ def decode_trace(data: bytes) -> DecodedTrace:
         raise TraceFormatError(f"not a JSON trace (it starts with {preview!r})")
     warnings: list[str] = []
     try:
-        metadata, raw_events = _split(data)
+        metadata, array = _split(data)
     except msgspec.DecodeError as first_error:
         cleaned = _NONSTANDARD.sub(b"null", data)
         try:
-            metadata, raw_events = _split(cleaned)
+            metadata, array = _split(cleaned)
             warnings.append("the trace holds non-standard JSON tokens (NaN, Infinity or N/A); they were read as missing values")
         except msgspec.DecodeError:
             metadata, raw_events, note = _recover_prefix(cleaned, first_error)
             warnings.append(note)
-    return DecodedTrace(metadata, raw_events, warnings)
+            return DecodedTrace(metadata, b"", warnings, raw_events)
+    return DecodedTrace(metadata, array, warnings)
 
 
 def _first_char(data: bytes) -> bytes | None:
@@ -151,20 +192,20 @@ def _first_char(data: bytes) -> bytes | None:
 _FIRST_CHAR = re.compile(rb"\S")
 
 
-def _split(data: bytes) -> tuple[dict[str, Any], list[msgspec.Raw]]:
+def _split(data: bytes) -> tuple[dict[str, Any], bytes | msgspec.Raw]:
     if _first_char(data) == b"[":
-        return {}, _RAW_LIST_DECODER.decode(data)
+        _TOP_ANY_DECODER.decode(data)  # checks the syntax; events are decoded later
+        return {}, data
     top = _TOP_DECODER.decode(data)
     if "traceEvents" not in top:
         raise TraceFormatError("no traceEvents array: this JSON is not a Chrome/PyTorch trace")
-    try:
-        raw_events = _RAW_LIST_DECODER.decode(top.pop("traceEvents"))
-    except msgspec.ValidationError as exc:
-        raise TraceFormatError("traceEvents is not an array") from exc
+    array = top.pop("traceEvents")
+    if _first_char(array) != b"[":
+        raise TraceFormatError("traceEvents is not an array")
     metadata = {}
     for key, raw in top.items():
         metadata[key] = _ANY_DECODER.decode(raw)
-    return metadata, raw_events
+    return metadata, array
 
 
 _EVENT_END = re.compile(rb"\}\s*(?=[,\]])")

@@ -46,6 +46,10 @@ def _floats(values: list[float]) -> np.ndarray:
     return np.array(values, dtype=np.float64) if values else np.empty(0, dtype=np.float64)
 
 
+def _joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
+
+
 def _category(values: list[Any]) -> pd.Categorical:
     # factorize over objects is several times faster than letting pandas infer a string dtype.
     codes, uniques = pd.factorize(np.array(values, dtype=object))
@@ -63,14 +67,6 @@ def _ident_category(values: list[Any]) -> pd.Categorical:
 
 def _ident(value: Any) -> str:
     return "" if value is None else str(value)
-
-
-def _raw_text(raw: Any) -> str | None:
-    return bytes(raw).decode("utf-8", "replace") if raw else None
-
-
-def _dims(value: list[int] | None) -> str | None:
-    return None if value is None else str(value)
 
 
 class _Columns:
@@ -91,7 +87,7 @@ class _Columns:
 
     def add_chunk(self, events: list[Event], raws: list[Any]) -> None:
         xs, mems, flows = [], [], []
-        for ev, raw in zip(events, raws):
+        for i, ev in enumerate(events):
             ph = ev.ph
             if ph == "X":
                 xs.append(ev)
@@ -100,7 +96,7 @@ class _Columns:
             elif ph in ("i", "I") and ev.name == "[memory]":
                 mems.append(ev)
             elif ph == "C":
-                self._add_counter(raw)
+                self._add_counter(raws[i])
             elif ph == "M":
                 self._add_meta(ev)
             elif ph in ("B", "E"):
@@ -114,20 +110,30 @@ class _Columns:
     def _add_complete(self, xs: list[Event]) -> None:
         if not xs:
             return
-        c = self.x
-        for key in ("name", "cat", "pid", "tid", "ts", "dur"):
+        c, n = self.x, len(xs)
+        for key in ("name", "cat", "pid", "tid"):
             c[key].extend(map(attrgetter(key), xs))
+        # Numbers go straight into one array per chunk: no intermediate Python list.
+        for key in ("ts", "dur"):
+            c[key].append(np.fromiter(map(attrgetter(key), xs), np.float64, n))
         args = [e.args for e in xs]
-        for key in _INT_ARGS + _FLOAT_ARGS:
-            c[key].extend(map(attrgetter(key), args))
-        c["external_id"] += [a.external_id if a.external_id != -1 else a.external_id_legacy for a in args]
-        c["python_parent_id"] += [-1 if a.python_parent_id is None else a.python_parent_id for a in args]
-        c["bytes"] += [a.bytes_ for a in args]
-        c["grid"] += [_dims(a.grid) for a in args]
-        c["block"] += [_dims(a.block) for a in args]
-        c["input_dims"] += [_raw_text(a.input_dims or a.input_dims_legacy) for a in args]
-        c["input_type"] += [_raw_text(a.input_type) for a in args]
-        c["call_stack"] += [a.call_stack for a in args]
+        for key in _INT_ARGS:
+            c[key].append(np.fromiter(map(attrgetter(key), args), np.int64, n))
+        for key in _FLOAT_ARGS:
+            c[key].append(np.fromiter(map(attrgetter(key), args), np.float64, n))
+        c["external_id"].append(np.fromiter(
+            (a.external_id if a.external_id != -1 else a.external_id_legacy for a in args), np.int64, n))
+        c["python_parent_id"].append(np.fromiter(
+            (-1 if a.python_parent_id is None else a.python_parent_id for a in args), np.int64, n))
+        c["bytes"].append(np.fromiter(map(attrgetter("bytes_"), args), np.int64, n))
+        # Inline expressions, not helper calls: these run once per event.
+        c["grid"] += [None if g is None else str(g) for g in map(attrgetter("grid"), args)]
+        c["block"] += [None if b is None else str(b) for b in map(attrgetter("block"), args)]
+        c["input_dims"] += [bytes(r).decode("utf-8", "replace") if r else None
+                            for r in (a.input_dims or a.input_dims_legacy for a in args)]
+        c["input_type"] += [bytes(r).decode("utf-8", "replace") if r else None
+                            for r in map(attrgetter("input_type"), args)]
+        c["call_stack"].extend(map(attrgetter("call_stack"), args))
 
     def _add_memory(self, mems: list[Event]) -> None:
         m = self.mem
@@ -180,13 +186,13 @@ class _Columns:
             "cat": _category(c["cat"]),
             "pid": _ident_category(c["pid"]),
             "tid": _ident_category(c["tid"]),
-            "ts": _floats(c["ts"]),
-            "dur": _floats(c["dur"]),
-            "external_id": _ints(c["external_id"]),
-            **{k: _ints(c[k]) for k in _INT_ARGS},
-            "python_parent_id": _ints(c["python_parent_id"]),
-            "bytes": _ints(c["bytes"]),
-            **{k: _floats(c[k]) for k in _FLOAT_ARGS},
+            "ts": _joined(c["ts"], np.float64),
+            "dur": _joined(c["dur"], np.float64),
+            "external_id": _joined(c["external_id"], np.int64),
+            **{k: _joined(c[k], np.int64) for k in _INT_ARGS},
+            "python_parent_id": _joined(c["python_parent_id"], np.int64),
+            "bytes": _joined(c["bytes"], np.int64),
+            **{k: _joined(c[k], np.float64) for k in _FLOAT_ARGS},
             "grid": _category(c["grid"]),
             "block": _category(c["block"]),
             "input_dims": _category(c["input_dims"]),
