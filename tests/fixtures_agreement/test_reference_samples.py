@@ -1,0 +1,141 @@
+"""Overview numbers agree with the reference plugin's own answers on its own samples.
+
+`kineto_samples/tb_plugin_expected_responses.txt` holds torch-tb-profiler's responses for
+worker0 span 1 of each sample run (ten JSON lines: overview, op pie, op table, kernel table,
+kernel pie per run). The reference rounds durations to whole microseconds and percentages to
+two decimals, so durations must agree to 1 us and ratios to 0.01 percentage points.
+
+The reference has no Communication column (these runs have no NCCL), and reports "Kernel
+Time using Tensor Cores" as 0.0 % (V100, FP32).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO.parent / "shared" / "fixtures" / "kineto_samples"
+EXPECTED = SAMPLES / "tb_plugin_expected_responses.txt"
+# run -> line of its overview response in EXPECTED
+OVERVIEW_LINE = {"resnet50_num_workers_0": 0, "resnet50_num_workers_4": 5}
+# the reference's column names -> profboard's keys
+COLUMNS = {"Kernel": "kernel_us", "Memcpy": "memcpy_us", "Memset": "memset_us", "Runtime": "runtime_us",
+           "DataLoader": "dataloader_us", "CPU Exec": "cpu_exec_us", "Other": "other_us"}
+GPU_METRICS = {"GPU Utilization": "utilization_ratio", "Est. SM Efficiency": "sm_efficiency_ratio",
+               "Est. Achieved Occupancy": "achieved_occupancy_ratio",
+               "Kernel Time using Tensor Cores": "tensor_core_ratio"}
+RUNS = sorted(OVERVIEW_LINE)
+
+pytestmark = pytest.mark.skipif(not EXPECTED.exists(), reason=f"reference samples not found at {SAMPLES}")
+
+
+@lru_cache(maxsize=None)
+def expected(run: str) -> dict:
+    """The reference's overview of `run`, reduced to plain numbers."""
+    lines = EXPECTED.read_text().splitlines()
+    assert len(lines) == 10, f"{EXPECTED} should hold 10 JSON lines, has {len(lines)}"
+    raw = json.loads(lines[OVERVIEW_LINE[run]])
+    names = [c["name"] for c in raw["steps"]["columns"] if c.get("role") != "tooltip"]
+    assert names[0] == "Step" and set(names[1:]) == set(COLUMNS), names
+    steps = []
+    for row in raw["steps"]["rows"]:
+        values = [v for v in row if not (isinstance(v, str) and v.startswith("<"))]
+        tooltip = next(v for v in row if isinstance(v, str) and v.startswith("<"))
+        step = {"step": values[0], "total_us": float(re.search(r"Total: (\d+(?:\.\d+)?)us", tooltip).group(1))}
+        step |= {COLUMNS[name]: float(value) for name, value in zip(names[1:], values[1:])}
+        steps.append(step)
+    [performance] = raw["performance"]
+    average = {"total_us": float(performance["value"])}
+    average |= {COLUMNS[child["name"]]: float(child["value"]) for child in performance["children"]}
+    metrics = {item["title"].rstrip(":"): item["value"] for item in raw["gpu_metrics"]["data"]}
+    gpu = {key: float(metrics[title].rstrip(" %")) for title, key in GPU_METRICS.items()}
+    gpu |= {"name": metrics["Name"], "memory_gb": float(metrics["Memory"].removesuffix(" GB")),
+            "compute_capability": metrics["Compute Capability"]}
+    return {"steps": steps, "average": average, "gpu": gpu}
+
+
+def _first_trace(run: str) -> Path:
+    # span 1 = the earliest timestamp (both timestamps have 13 digits, so string order is numeric order)
+    files = sorted((SAMPLES / run).glob("worker0.*.pt.trace.json.gz"), key=lambda p: int(p.name.split(".")[1]))
+    assert files, f"no traces in {SAMPLES / run}"
+    return files[0]
+
+
+@lru_cache(maxsize=None)
+def profboard_overview(run: str) -> dict:
+    """profboard's overview of worker0 span 1, through the analysis functions (no cache, no server)."""
+    from profboard.server.analysis.overview import overview
+    from profboard.server.trace.load import load_trace
+
+    path = _first_trace(run)
+    stat = path.stat()
+    tables = load_trace(str(path), stat.st_size, stat.st_mtime, cache_dir=None)
+    return overview(tables)
+
+
+def assert_durations(got: dict, want: dict, where: str) -> None:
+    for key, value in want.items():
+        if key == "step":
+            continue
+        assert abs(got[key] - value) <= 1.0, f"{where} {key}: profboard {got[key]} vs reference {value}"
+    # No NCCL in these runs; the reference has no Communication column.
+    assert got["communication_us"] == 0, f"{where}: communication_us {got['communication_us']}"
+
+
+def assert_percent(ratio: float | None, percent: float, what: str) -> None:
+    assert ratio is not None, f"{what}: profboard has no value, reference {percent} %"
+    assert abs(ratio * 100 - percent) <= 0.01 + 1e-9 or round(ratio * 100, 2) == percent, \
+        f"{what}: profboard {ratio * 100:.4f} % vs reference {percent} %"
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_steps_and_breakdown(run):
+    got, want = profboard_overview(run), expected(run)
+    assert [s["step"] for s in got["steps"]] == [s["step"] for s in want["steps"]]
+    for got_step, want_step in zip(got["steps"], want["steps"]):
+        assert_durations(got_step, want_step, f"{run} step {want_step['step']}")
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_average(run):
+    assert_durations(profboard_overview(run)["average"], expected(run)["average"], f"{run} average")
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_gpu_summary(run):
+    got, want = profboard_overview(run), expected(run)["gpu"]
+    [gpu] = got["gpus"]
+    assert gpu["device"] == 0
+    assert gpu["name"] == want["name"]
+    assert gpu["compute_capability"] == want["compute_capability"]
+    assert round(gpu["memory_bytes"] / (1 << 30), 2) == want["memory_gb"]
+    for title, key in GPU_METRICS.items():
+        assert_percent(gpu[key], want[key], f"{run} {title}")
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_no_warnings_on_clean_samples(run):
+    assert profboard_overview(run)["warnings"] == []
+
+
+def test_cli_summary_agrees_with_the_reference(tmp_path):
+    run = RUNS[0]
+    command = [sys.executable, "-m", "profboard.server.cli", "summary", str(SAMPLES), "--run", run,
+               "--span", "1", "--json", "--cache-dir", str(tmp_path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    got, want = json.loads(result.stdout), expected(run)
+    assert [s["step"] for s in got["steps"]] == [s["step"] for s in want["steps"]]
+    for got_step, want_step in zip(got["steps"], want["steps"]):
+        assert_durations(got_step, want_step, f"CLI {run} step {want_step['step']}")
+    assert_durations(got["average"], want["average"], f"CLI {run} average")
+    [gpu] = got["gpus"]
+    for title, key in GPU_METRICS.items():
+        assert_percent(gpu[key], want["gpu"][key], f"CLI {run} {title}")
