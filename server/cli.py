@@ -101,7 +101,11 @@ def summary(argv: list[str]) -> int:
     from .analysis.overview import overview
 
     args = _summary_parser().parse_args(argv)
-    runs = discover(args.logdir)
+    try:
+        runs = discover(args.logdir)
+    except (OSError, ValueError) as exc:  # missing folder, unknown protocol, unreachable store
+        print(f"profboard summary: cannot list {args.logdir}: {exc}", file=sys.stderr)
+        return 2
     if args.run is None:
         if len(runs) != 1:
             print(f"profboard summary: pass --run (runs: {', '.join(runs) or 'none found'})", file=sys.stderr)

@@ -478,8 +478,6 @@ def test_cli_summary_refuses_a_gzip_bomb(tmp_path):
     assert "limit" in result.stderr and "--max-trace-size" in result.stderr, result.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="server/cli.py summary(): discover() raises FileNotFoundError for a missing "
-                   "logdir and the CLI prints a traceback instead of a one-line error")
 def test_cli_summary_of_a_missing_logdir(tmp_path):
     result = _profboard("summary", str(tmp_path / "nowhere"), "--json", "--no-cache")
     assert result.returncode != 0
