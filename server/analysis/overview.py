@@ -114,7 +114,7 @@ def _sm_efficiency(ts: np.ndarray, end: np.ndarray, blocks: np.ndarray, lo: floa
         return None
     seg_start, seg_end, level = ranges.sweep_sum(ts[has], end[has], blocks[has])
     inside = np.clip(np.minimum(seg_end, hi) - np.maximum(seg_start, lo), 0.0, None)
-    if not (inside > 0).any():
+    if not ((inside > 0) & (level > 0)).any():
         return None
     return float(np.sum(np.clip(level, 0.0, 1.0) * inside) / (hi - lo))
 

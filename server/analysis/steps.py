@@ -5,7 +5,7 @@
    (cat `gpu_user_annotation`); those are not steps (the reference plugin counted every step
    twice because of them).
 2. With no ProfilerStep at all, the whole trace is one step "0": from the first to the last
-   host operator (or any event, when there are no host operators).
+   host operator or annotation (or any event, when there are none).
 3. Device extension, as the reference plugin does it: a CUDA runtime or driver call that lies
    inside a host step owns the kernels, copies and sets it launched (matched by correlation
    id). A step ends when its host range or its last launched device activity ends, whichever
@@ -28,7 +28,7 @@ from ..trace.schema import DEVICE_KINDS, LAUNCH_KINDS, Kind
 STEP_PREFIX = "ProfilerStep#"
 _HOST_STEP_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
 # Host kinds whose extent defines the single step of a trace without ProfilerStep.
-_HOST_EXTENT_KINDS = (Kind.CPU_OP, Kind.PYTHON)
+_HOST_EXTENT_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
 
 
 @dataclass

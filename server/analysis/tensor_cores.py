@@ -26,7 +26,7 @@ class Family:
 
 
 FAMILIES: tuple[Family, ...] = (
-    Family("volta_turing_mma", re.compile(r"h884|s884|h1688|s1688|hmma|i8816|16816|c1688|imma|dmma"),
+    Family("volta_turing_mma", re.compile(r"h884|s884|h1688|s1688|hmma|i8816|16816|16832|c1688|imma|dmma"),
            "volta_h884gemm_64x64_ldg8_nn"),
     Family("cudnn_legacy_tc", re.compile(r"dgrad_1x1_stride_2x2|first_layer_wgrad_kernel|conv1x1|conv2d_c1_k1|direct_group"),
            "cudnn::detail::dgrad_1x1_stride_2x2"),
@@ -41,8 +41,10 @@ FAMILIES: tuple[Family, ...] = (
            "triton_tem_fused_addmm_0", guess=True),
 )
 
-# FP32 SIMT kernels that a broad family pattern might otherwise catch.
-_NOT_TENSOR = re.compile(r"ffma|sgemm(?!.*tf32)|_f32f32_f32f32_f32_(?!.*tf32)")
+# FP32 SIMT kernels, and Inductor's pointwise/reduction kernels (named after the graph
+# nodes they fuse, e.g. `triton_poi_fused__scaled_dot_product_flash_attention_3`), that a
+# broad family pattern might otherwise catch.
+_NOT_TENSOR = re.compile(r"ffma|sgemm(?!.*tf32)|_f32f32_f32f32_f32_(?!.*tf32)|^triton_(?:poi|red|per)_")
 
 
 def tensor_core_family(kernel_name: str) -> Family | None:

@@ -41,6 +41,8 @@ def load_cached(cache_dir: str, key: str) -> TraceTables | None:
         frames = {name: feather.read_table(folder / f"{name}.arrow", memory_map=True).to_pandas()
                   for name in _FRAMES}
     except (OSError, ValueError, pa.ArrowException, msgspec.DecodeError):
+        # A damaged entry: drop it so that the next store writes a good one.
+        shutil.rmtree(folder, ignore_errors=True)
         return None
     return TraceTables(**frames, metadata=meta["metadata"], warnings=meta["warnings"])
 

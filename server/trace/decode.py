@@ -208,7 +208,7 @@ def _split(data: bytes) -> tuple[dict[str, Any], bytes | msgspec.Raw]:
     return metadata, array
 
 
-_EVENT_END = re.compile(rb"\}\s*(?=[,\]])")
+_EVENT_END = re.compile(rb"\}\s*(?=[,\]]|\Z)")
 
 
 def _recover_prefix(data: bytes, error: Exception) -> tuple[dict[str, Any], list[msgspec.Raw], str]:

@@ -16,6 +16,10 @@ from .decode import TraceFormatError
 
 DEFAULT_MAX_BYTES = 4 << 30
 _READ_BLOCK = 8 << 20
+# zlib reports corruption per call, losing that call's output: a failed slice is fed again
+# in small steps from a snapshot of the inflater, to keep everything before the damage.
+_INFLATE_SLICE = 64 << 10
+_SALVAGE_STEP = 256
 
 
 @dataclass
@@ -40,8 +44,36 @@ def read_trace_bytes(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> RawTrace:
 
 
 def _too_big(max_bytes: int) -> str:
-    return (f"the trace is larger than the {max_bytes / (1 << 30):.1f} GiB limit "
-            "(raise it with --max-trace-size)")
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if max_bytes >= scale:
+            limit = f"{max_bytes / scale:.4g} {unit}"
+            break
+    else:
+        limit = f"{max_bytes} bytes"
+    return f"the trace inflates beyond the {limit} limit (raise it with --max-trace-size)"
+
+
+def _inflate(inflater, data: bytes, parts: list[bytes], size: int, max_bytes: int) -> int:
+    """Inflate one slice, never past the cap (so a bomb stops early); returns the new size."""
+    out = inflater.decompress(data, max_bytes + 1 - size)
+    while True:
+        parts.append(out)
+        size += len(out)
+        if size > max_bytes:
+            raise TraceFormatError(_too_big(max_bytes))
+        if not inflater.unconsumed_tail:
+            return size
+        out = inflater.decompress(inflater.unconsumed_tail, max_bytes + 1 - size)
+
+
+def _salvage(inflater, piece: bytes, parts: list[bytes], size: int, max_bytes: int) -> int:
+    """Inflate a slice known to hold corruption in small steps, up to the damage."""
+    for start in range(0, len(piece), _SALVAGE_STEP):
+        try:
+            size = _inflate(inflater, piece[start:start + _SALVAGE_STEP], parts, size, max_bytes)
+        except zlib.error:
+            break
+    return size
 
 
 def _gunzip(fh, max_bytes: int) -> RawTrace:
@@ -49,30 +81,27 @@ def _gunzip(fh, max_bytes: int) -> RawTrace:
     parts: list[bytes] = []
     size = 0
     warnings: list[str] = []
-    while True:
+    corrupt = False
+    while not corrupt and not inflater.eof:
         block = fh.read(_READ_BLOCK)
         if not block:
             break
-        try:
-            # Inflate at most what still fits under the cap, so a bomb never gets further.
-            out = inflater.decompress(block, max_bytes + 1 - size)
-            while True:
-                parts.append(out)
-                size += len(out)
-                if size > max_bytes:
-                    raise TraceFormatError(_too_big(max_bytes))
-                if not inflater.unconsumed_tail:
-                    break
-                out = inflater.decompress(inflater.unconsumed_tail, max_bytes + 1 - size)
-        except zlib.error as exc:
-            if size == 0:
-                raise TraceFormatError(f"not a valid gzip file ({exc})") from exc
-            warnings.append(f"the gzip stream is corrupt after {size:,} bytes ({exc}); reading what came before")
-            break
-        if inflater.eof:
-            break
-    else:  # pragma: no cover - loop always exits by break
-        pass
+        for start in range(0, len(block), _INFLATE_SLICE):
+            piece = block[start:start + _INFLATE_SLICE]
+            snapshot, kept, kept_size = inflater.copy(), len(parts), size
+            try:
+                size = _inflate(inflater, piece, parts, size, max_bytes)
+            except zlib.error as exc:
+                inflater, size = snapshot, kept_size
+                del parts[kept:]
+                size = _salvage(inflater, piece, parts, size, max_bytes)
+                if size == 0:
+                    raise TraceFormatError(f"not a valid gzip file ({exc})") from exc
+                warnings.append(f"the gzip stream is corrupt after {size:,} bytes ({exc}); reading what came before")
+                corrupt = True
+                break
+            if inflater.eof:
+                break
     if not inflater.eof and not warnings:
         if size == 0:
             raise TraceFormatError("the gzip file is empty or cut short before any data")

@@ -446,7 +446,7 @@ GPU_CASES = [
         "achieved_occupancy_ratio": (0.6 * 10 + 0.1 * 15 + 1.0 * 25 + 0.3 * 20) / (10 + 15 + 25 + 20) / 100,
         "tensor_core_ratio": 0.0,
     }], id="reference-gpu-utilization"),
-    # both kernels lie outside ProfilerStep#2 (100..200); sm_efficiency_ratio: see the xfail test below
+    # both kernels lie outside ProfilerStep#2 (100..200); sm_efficiency_ratio: see the test below
     pytest.param(reference_gpu_kernels_out_of_step, [{
         "device": 1, "utilization_ratio": 0.0, "achieved_occupancy_ratio": None, "tensor_core_ratio": None,
     }], id="reference-kernels-out-of-step"),
@@ -491,10 +491,6 @@ def test_gpu_summary(build, expected):
                 assert got[key] == value, key
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: overview._sm_efficiency returns 0.0, not None, when no kernel with blocks-per-SM runs inside the "
-    "steps: the sweep's zero-level gap segment between kernels crosses the steps, so the `inside > 0` check "
-    "passes (the reference says None; occupancy in the same case is None)"))
 def test_sm_efficiency_none_when_kernels_all_outside_steps():
     gpu = run(reference_gpu_kernels_out_of_step())["gpus"][0]
     assert gpu["sm_efficiency_ratio"] is None

@@ -316,10 +316,6 @@ def test_legacy_and_modern_spellings_agree():
     assert steps_of(build(True)) == steps_of(build(False))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: without ProfilerStep, step '0' spans cpu_op/python events only (steps._HOST_EXTENT_KINDS), "
-    "not user_annotation: a 2.x DataLoader __next__ (a user_annotation) before the first op is cut out, "
-    "while the reference's StepParser min_ts/max_ts covers annotations (cat user_annotation -> Operator)"))
 def test_no_profiler_step_spans_user_annotations():
     t = Trace()
     t.dataloader(0, 50)                 # user_annotation 0..50

@@ -122,10 +122,6 @@ def test_not_tensor_core(name):
     assert tensor_core_family(name) is None
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: the `attention` family matches 'flash' anywhere, so Inductor pointwise kernels named after the "
-    "SDPA node they prepare inputs for (triton_poi_fused__scaled_dot_product_flash_attention_*) count as "
-    "tensor-core kernels"))
 @pytest.mark.parametrize("name", [
     pytest.param("triton_poi_fused__scaled_dot_product_flash_attention_3", id="inductor-sdpa-prep"),
     pytest.param("triton_poi_fused__scaled_dot_product_flash_attention__unsafe_view_clone_slice_transpose_view_6",
@@ -135,9 +131,6 @@ def test_inductor_pointwise_named_after_flash_attention_is_not_tensor_core(name)
     assert tensor_core_family(name) is None
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: no family covers Ampere cuBLAS int8 IMMA kernels (`i16832gemm`, in NVIDIA's/TF profiler's "
-    "tensor-core list); `imma`/`i8816` do not match them"))
 def test_ampere_int8_imma_gemm_is_tensor_core():
     assert tensor_core_family("ampere_int8_i16832gemm_int8_256x128_ldg16_relu_mods_stages_64x3_nt") is not None
 
