@@ -276,3 +276,13 @@ def parse(trace: dict[str, Any] | list[Any]):
     from profboard.server.trace.load import parse_trace_bytes
 
     return parse_trace_bytes(to_bytes(trace))
+
+
+def reference_pure_cpu() -> Trace:
+    """The reference plugin's test_pure_cpu case: two steps of host ops and no GPU work."""
+    t = Trace(legacy=True)
+    t.step(1, 100, 200, tid=123)
+    t.op("aten::to", 120, 10, tid=123)
+    t.step(2, 300, 100, tid=123)
+    t.op("aten::mm", 350, 40, tid=123)
+    return t

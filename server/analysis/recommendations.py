@@ -9,15 +9,38 @@ Evidence items are time ranges (`start_us`/`end_us`, trace clock) or GPUs (`devi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from .steps import Steps
 
-DATALOADER_RATIO = 0.05
 LOW_UTILIZATION_RATIO = 0.5
-COMMUNICATION_RATIO = 0.10
+
+
+@dataclass(frozen=True)
+class ShareRule:
+    """Fires when a breakdown column's share of the average step exceeds `threshold`."""
+
+    id: str
+    column: str
+    threshold: float
+    high: float  # share above which the finding is high severity
+    title: str  # formatted with `share`
+    detail: str
+
+
+SHARE_RULES = (
+    ShareRule("dataloader_bound", "dataloader_us", 0.05, 0.25,
+              "{share:.1%} of the step time is spent waiting for input data",
+              "The training loop waits on the DataLoader. Raise `num_workers`, set `pin_memory=True` "
+              "and `persistent_workers=True`, or move decoding and augmentation off the critical path."),
+    ShareRule("high_communication", "communication_us", 0.10, 0.3,
+              "{share:.1%} of the step time is communication not overlapped with compute",
+              "Overlap more communication with computation (DDP bucket sizes, FSDP prefetch), "
+              "compress gradients, accumulate gradients over several steps, or raise the batch size."),
+)
 
 
 def _worst_steps(breakdown: pd.DataFrame, steps: Steps, column: str, n: int = 3) -> list[dict[str, Any]]:
@@ -32,26 +55,16 @@ def recommend(breakdown: pd.DataFrame, gpus: list[dict[str, Any]], steps: Steps)
     total = float(breakdown["total_us"].mean()) if len(breakdown) else 0.0
     if total <= 0:
         return found
-    loader = float(breakdown["dataloader_us"].mean()) / total
-    if loader > DATALOADER_RATIO:
-        found.append({
-            "id": "dataloader_bound",
-            "severity": "high" if loader > 0.25 else "medium",
-            "title": f"{loader:.1%} of the step time is spent waiting for input data",
-            "detail": ("The training loop waits on the DataLoader. Raise `num_workers`, set `pin_memory=True` "
-                       "and `persistent_workers=True`, or move decoding and augmentation off the critical path."),
-            "evidence": _worst_steps(breakdown, steps, "dataloader_us"),
-        })
-    comm = float(breakdown["communication_us"].mean()) / total
-    if comm > COMMUNICATION_RATIO:
-        found.append({
-            "id": "high_communication",
-            "severity": "high" if comm > 0.3 else "medium",
-            "title": f"{comm:.1%} of the step time is communication not overlapped with compute",
-            "detail": ("Overlap more communication with computation (DDP bucket sizes, FSDP prefetch), "
-                       "compress gradients, accumulate gradients over several steps, or raise the batch size."),
-            "evidence": _worst_steps(breakdown, steps, "communication_us"),
-        })
+    for rule in SHARE_RULES:
+        share = float(breakdown[rule.column].mean()) / total
+        if share > rule.threshold:
+            found.append({
+                "id": rule.id,
+                "severity": "high" if share > rule.high else "medium",
+                "title": rule.title.format(share=share),
+                "detail": rule.detail,
+                "evidence": _worst_steps(breakdown, steps, rule.column),
+            })
     for gpu in gpus:
         util = gpu.get("utilization_ratio")
         if util is not None and util < LOW_UTILIZATION_RATIO:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from profboard.server.analysis.overview import CATEGORIES, overview
-from synth import ELEMENTWISE, NCCL_ALLREDUCE, TC_GEMM, Trace, parse
+from synth import ELEMENTWISE, NCCL_ALLREDUCE, TC_GEMM, Trace, parse, reference_pure_cpu
 
 
 def run(t: Trace) -> dict:
@@ -73,15 +73,6 @@ def reference_two_steps_with_overlap():
     t.kernel("k", 150, 90, correlation=123)   # launched before the trace
     t.copy(250, 5, 280, 100)
     t.launch(400, 5, 410, 200, tid=123)
-    return t
-
-
-def reference_pure_cpu():
-    t = Trace(legacy=True)
-    t.step(1, 100, 200, tid=123)
-    t.op("aten::to", 120, 10, tid=123)
-    t.step(2, 300, 100, tid=123)
-    t.op("aten::mm", 350, 40, tid=123)
     return t
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from profboard.server.analysis.steps import detect_steps
-from synth import NCCL_ALLREDUCE, Trace, parse
+from synth import NCCL_ALLREDUCE, Trace, parse, reference_pure_cpu
 
 
 def steps_of(t: Trace):
@@ -178,16 +178,6 @@ def steps_with_launches(counts):
         t.step(i + 1, base, 100)
         for k in range(n):
             t.launch(base + 10 * k + 10, 2, base + 10 * k + 15, 3)
-    return t
-
-
-def reference_pure_cpu():
-    # reference test_pure_cpu: no GPU work, so nothing is trimmed or extended
-    t = Trace(legacy=True)
-    t.step(1, 100, 200, tid=123)
-    t.op("aten::to", 120, 10, tid=123)
-    t.step(2, 300, 100, tid=123)
-    t.op("aten::mm", 350, 40, tid=123)
     return t
 
 
