@@ -12,20 +12,58 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from operator import attrgetter
+from itertools import chain
 from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 
 from .decode import DecodedTrace, decode_counter
-from .schema import Event, kind_of_category
+from .schema import Args, Event, Kind, kind_of_category
 
 # Bump when the tables' content or layout changes: it keys the on-disk cache.
-TABLES_VERSION = 1
+TABLES_VERSION = 2
 
 _INT_ARGS = ("correlation", "device", "stream", "registers_per_thread", "shared_memory",
              "sequence_number", "fwd_thread_id", "python_id", "python_module_id")
 _FLOAT_ARGS = ("blocks_per_sm", "warps_per_sm", "occupancy")
+
+
+def _raw_texts(raws) -> list[str | None]:
+    return [bytes(r).decode("utf-8", "replace") if r else None for r in raws]
+
+
+# Columns taken from `args`: dtype ("int", "float" or "str") and how to read them off a list
+# of Args. Absent values are -1, NaN or None.
+_ARG_COLUMNS: dict[str, tuple[str, Callable[[list[Args]], Any]]] = {
+    **{k: ("int", lambda args, k=k: map(attrgetter(k), args)) for k in _INT_ARGS},
+    **{k: ("float", lambda args, k=k: map(attrgetter(k), args)) for k in _FLOAT_ARGS},
+    "external_id": ("int", lambda args: (a.external_id if a.external_id != -1 else a.external_id_legacy
+                                         for a in args)),
+    "python_parent_id": ("int", lambda args: (-1 if a.python_parent_id is None else a.python_parent_id
+                                              for a in args)),
+    "bytes": ("int", lambda args: map(attrgetter("bytes_"), args)),
+    "grid": ("str", lambda args: [None if g is None else str(g) for g in map(attrgetter("grid"), args)]),
+    "block": ("str", lambda args: [None if b is None else str(b) for b in map(attrgetter("block"), args)]),
+    "input_dims": ("str", lambda args: _raw_texts(a.input_dims or a.input_dims_legacy for a in args)),
+    "input_type": ("str", lambda args: _raw_texts(map(attrgetter("input_type"), args))),
+    "call_stack": ("str", lambda args: list(map(attrgetter("call_stack"), args))),
+}
+_DTYPES = {"int": np.int64, "float": np.float64}
+_ABSENT = {"int": -1, "float": np.nan}
+
+# Which args each kind of event carries: reading only those halves the work on big traces.
+# Kinds not listed (unknown categories) get every column.
+_DEVICE_ARGS = ("external_id", "correlation", "device", "stream", "bytes", "grid", "block",
+                "registers_per_thread", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy")
+_OP_ARGS = ("external_id", "input_dims", "input_type", "call_stack", "sequence_number", "fwd_thread_id")
+_ARGS_BY_KIND: dict[Kind, tuple[str, ...]] = {
+    **{k: _DEVICE_ARGS for k in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)},
+    **{k: ("external_id", "correlation", "device", "stream") for k in (Kind.RUNTIME, Kind.DRIVER)},
+    **{k: _OP_ARGS for k in (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)},
+    Kind.GPU_USER_ANNOTATION: ("external_id", "device", "stream"),
+    Kind.PYTHON_FUNCTION: ("python_id", "python_parent_id", "python_module_id"),
+}
 
 
 @dataclass
@@ -73,9 +111,8 @@ class _Columns:
     """Accumulates one chunk's worth of rows at a time into per-column lists."""
 
     def __init__(self) -> None:
-        self.x: dict[str, list] = {k: [] for k in (
-            "name", "cat", "pid", "tid", "ts", "dur", "external_id", "python_parent_id", "bytes", "grid", "block",
-            "input_dims", "input_type", "call_stack", *_INT_ARGS, *_FLOAT_ARGS)}
+        # Complete events: per column, one part (array or list) per group of events.
+        self.x: dict[str, list] = {k: [] for k in ("name", "cat", "pid", "tid", "ts", "dur", *_ARG_COLUMNS)}
         self.mem: dict[str, list] = {k: [] for k in (
             "ts", "pid", "tid", "device_type", "device_id", "addr", "bytes", "total_allocated", "total_reserved")}
         self.flow: dict[str, list] = {k: [] for k in ("ph", "cat", "id", "ts", "pid", "tid", "bp")}
@@ -86,11 +123,15 @@ class _Columns:
         self.unpaired_begin_end = 0
 
     def add_chunk(self, events: list[Event], raws: list[Any]) -> None:
-        xs, mems, flows = [], [], []
+        by_cat: dict[str, list[Event]] = {}
+        mems, flows = [], []
         for i, ev in enumerate(events):
             ph = ev.ph
             if ph == "X":
-                xs.append(ev)
+                group = by_cat.get(ev.cat)
+                if group is None:
+                    group = by_cat[ev.cat] = []
+                group.append(ev)
             elif ph in ("s", "f", "t"):
                 flows.append(ev)
             elif ph in ("i", "I") and ev.name == "[memory]":
@@ -101,39 +142,31 @@ class _Columns:
                 self._add_meta(ev)
             elif ph in ("B", "E"):
                 self.unpaired_begin_end += 1
-        good = [e for e in xs if math.isfinite(e.ts) and math.isfinite(e.dur) and e.dur >= 0]
-        self.bad_x += len(xs) - len(good)
-        self._add_complete(good)
+        for cat, xs in by_cat.items():
+            good = [e for e in xs if math.isfinite(e.ts) and math.isfinite(e.dur) and e.dur >= 0]
+            self.bad_x += len(xs) - len(good)
+            self._add_complete(good, _ARGS_BY_KIND.get(kind_of_category(cat), tuple(_ARG_COLUMNS)))
         self._add_memory(mems)
         self._add_flows(flows)
 
-    def _add_complete(self, xs: list[Event]) -> None:
+    def _add_complete(self, xs: list[Event], arg_columns: tuple[str, ...]) -> None:
+        """Append a group of events of one category, reading only the args it carries."""
         if not xs:
             return
         c, n = self.x, len(xs)
         for key in ("name", "cat", "pid", "tid"):
-            c[key].extend(map(attrgetter(key), xs))
-        # Numbers go straight into one array per chunk: no intermediate Python list.
+            c[key].append(list(map(attrgetter(key), xs)))
+        # Numbers go straight into one array per group: no intermediate Python list.
         for key in ("ts", "dur"):
             c[key].append(np.fromiter(map(attrgetter(key), xs), np.float64, n))
         args = [e.args for e in xs]
-        for key in _INT_ARGS:
-            c[key].append(np.fromiter(map(attrgetter(key), args), np.int64, n))
-        for key in _FLOAT_ARGS:
-            c[key].append(np.fromiter(map(attrgetter(key), args), np.float64, n))
-        c["external_id"].append(np.fromiter(
-            (a.external_id if a.external_id != -1 else a.external_id_legacy for a in args), np.int64, n))
-        c["python_parent_id"].append(np.fromiter(
-            (-1 if a.python_parent_id is None else a.python_parent_id for a in args), np.int64, n))
-        c["bytes"].append(np.fromiter(map(attrgetter("bytes_"), args), np.int64, n))
-        # Inline expressions, not helper calls: these run once per event.
-        c["grid"] += [None if g is None else str(g) for g in map(attrgetter("grid"), args)]
-        c["block"] += [None if b is None else str(b) for b in map(attrgetter("block"), args)]
-        c["input_dims"] += [bytes(r).decode("utf-8", "replace") if r else None
-                            for r in (a.input_dims or a.input_dims_legacy for a in args)]
-        c["input_type"] += [bytes(r).decode("utf-8", "replace") if r else None
-                            for r in map(attrgetter("input_type"), args)]
-        c["call_stack"].extend(map(attrgetter("call_stack"), args))
+        for key, (dtype, read) in _ARG_COLUMNS.items():
+            if dtype == "str":
+                c[key].append(read(args) if key in arg_columns else [None] * n)
+            elif key in arg_columns:
+                c[key].append(np.fromiter(read(args), _DTYPES[dtype], n))
+            else:
+                c[key].append(np.full(n, _ABSENT[dtype], dtype=_DTYPES[dtype]))
 
     def _add_memory(self, mems: list[Event]) -> None:
         m = self.mem
@@ -181,24 +214,20 @@ class _Columns:
 
     def events_frame(self) -> pd.DataFrame:
         c = self.x
-        frame = pd.DataFrame({
-            "name": _category(c["name"]),
-            "cat": _category(c["cat"]),
-            "pid": _ident_category(c["pid"]),
-            "tid": _ident_category(c["tid"]),
+        columns: dict[str, Any] = {
+            "name": _category(list(chain.from_iterable(c["name"]))),
+            "cat": _category(list(chain.from_iterable(c["cat"]))),
+            "pid": _ident_category(list(chain.from_iterable(c["pid"]))),
+            "tid": _ident_category(list(chain.from_iterable(c["tid"]))),
             "ts": _joined(c["ts"], np.float64),
             "dur": _joined(c["dur"], np.float64),
-            "external_id": _joined(c["external_id"], np.int64),
-            **{k: _joined(c[k], np.int64) for k in _INT_ARGS},
-            "python_parent_id": _joined(c["python_parent_id"], np.int64),
-            "bytes": _joined(c["bytes"], np.int64),
-            **{k: _joined(c[k], np.float64) for k in _FLOAT_ARGS},
-            "grid": _category(c["grid"]),
-            "block": _category(c["block"]),
-            "input_dims": _category(c["input_dims"]),
-            "input_type": _category(c["input_type"]),
-            "call_stack": _category(c["call_stack"]),
-        })
+        }
+        for key, (dtype, _) in _ARG_COLUMNS.items():
+            if dtype == "str":
+                columns[key] = _category(list(chain.from_iterable(c[key])))
+            else:
+                columns[key] = _joined(c[key], _DTYPES[dtype])
+        frame = pd.DataFrame(columns)
         kinds = np.array([int(kind_of_category(cat)) for cat in frame["cat"].cat.categories], dtype=np.int8)
         frame.insert(2, "kind", kinds[frame["cat"].cat.codes.to_numpy()] if len(kinds) else np.empty(0, np.int8))
         order = np.argsort(frame["ts"].to_numpy(), kind="stable")
