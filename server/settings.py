@@ -12,5 +12,5 @@ class Settings:
     logdir: str
     cache_dir: str | None = None  # None: no on-disk cache
     max_trace_bytes: int = DEFAULT_MAX_BYTES
-    load_threads: int = 2
+    load_workers: int = 2  # processes that parse traces in parallel
     rescan_seconds: float = 5.0

@@ -1,20 +1,26 @@
 """The logdir's traces as the server sees them: discovered, loading, ready or failed.
 
-Loading runs on a small thread pool so requests keep being answered meanwhile (decoding
-works in chunks, each releasing the interpreter between them; gunzip and numpy release it
-too). A watcher thread re-discovers the logdir every few seconds: new runs and new or
-rewritten trace files are picked up without a restart. One file's failure is recorded
-against that file alone.
+Loading runs in a pool of worker processes: the server's own process never stalls on a
+big decode, several files load at once, and parsing garbage never lands in the server.
+Workers report progress through a queue and send the finished tables back (pickling a
+110 MB trace's tables takes tens of milliseconds). A worker that dies (out of memory, say)
+breaks the pool: a fresh one is made and each file it held is tried once more.
+A watcher thread re-discovers the logdir every few seconds: new runs and new or rewritten
+trace files are picked up without a restart. One file's failure is recorded against that
+file alone.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
+import multiprocessing
+import queue
 import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from .logdir import Run, TraceFile, discover
 from .settings import Settings
@@ -34,6 +40,7 @@ class FileState:
     progress: float = 0.0
     error: str | None = None
     tables: TraceTables | None = None
+    attempts: int = 0
 
     @property
     def warnings(self) -> list[str]:
@@ -54,16 +61,23 @@ class TraceStore:
         self._lock = threading.Lock()
         self._runs: dict[str, RunState] = {}
         self._by_path: dict[str, FileState] = {}
-        self._pool = ThreadPoolExecutor(max_workers=max(1, settings.load_threads), thread_name_prefix="profboard-load")
+        self._context = multiprocessing.get_context("spawn")
+        self._progress: Any = self._context.Queue()
+        self._pool = self._new_pool()
+        self._tasks: dict[int, FileState] = {}
+        self._task_ids = itertools.count()
         self._stop = threading.Event()
-        self._watcher: threading.Thread | None = None
         self.discovery_error: str | None = None
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=max(1, self.settings.load_workers), mp_context=self._context,
+                                   initializer=_init_worker, initargs=(self._progress,))
 
     # lifecycle
     def start(self) -> None:
+        threading.Thread(target=self._drain_progress, name="profboard-progress", daemon=True).start()
         self.rescan()
-        self._watcher = threading.Thread(target=self._watch, name="profboard-watch", daemon=True)
-        self._watcher.start()
+        threading.Thread(target=self._watch, name="profboard-watch", daemon=True).start()
 
     def close(self) -> None:
         self._stop.set()
@@ -72,6 +86,18 @@ class TraceStore:
     def _watch(self) -> None:
         while not self._stop.wait(self.settings.rescan_seconds):
             self.rescan()
+
+    def _drain_progress(self) -> None:
+        while not self._stop.is_set():
+            try:
+                task, value = self._progress.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            except (EOFError, OSError):
+                return
+            fs = self._tasks.get(task)
+            if fs is not None:
+                fs.progress = value
 
     def rescan(self) -> None:
         """Discover the logdir again; queue loads for new or changed files."""
@@ -101,31 +127,53 @@ class TraceStore:
             for gone in set(self._runs) - set(runs):
                 del self._runs[gone]
         for fs in to_load:
-            self._pool.submit(self._load, fs)
+            self._submit(fs)
 
-    def _load(self, fs: FileState) -> None:
-        f = fs.file
-
-        def progress(value: float) -> None:
-            fs.progress = value
-
-        started = time.perf_counter()
+    def _submit(self, fs: FileState) -> None:
+        f, s = fs.file, self.settings
+        task = next(self._task_ids)
+        self._tasks[task] = fs
+        fs.attempts += 1
         try:
-            tables = load_trace(f.path, f.size, f.mtime, cache_dir=self.settings.cache_dir,
-                                max_bytes=self.settings.max_trace_bytes, on_progress=progress)
-        except TraceFormatError as exc:
+            future = self._pool.submit(_load_in_worker, task, f.path, f.size, f.mtime, s.cache_dir, s.max_trace_bytes)
+        except BrokenProcessPool:
+            self._replace_broken_pool()
+            future = self._pool.submit(_load_in_worker, task, f.path, f.size, f.mtime, s.cache_dir, s.max_trace_bytes)
+        except RuntimeError:  # the pool was shut down: the server is stopping
+            self._tasks.pop(task, None)
+            return
+        future.add_done_callback(lambda done: self._finish(task, done))
+
+    def _replace_broken_pool(self) -> None:
+        with self._lock:
+            if getattr(self._pool, "_broken", False):
+                self._pool = self._new_pool()
+
+    def _finish(self, task: int, future: Future) -> None:
+        fs = self._tasks.pop(task, None)
+        if fs is None or future.cancelled():
+            return
+        exc = future.exception()
+        if exc is None:
+            tables = future.result()
+            fs.tables, fs.progress, fs.status = tables, 1.0, "ready"
+            log.info("loaded %s (%d events)", fs.file.path, len(tables.events))
+        elif isinstance(exc, TraceFormatError):
             fs.error, fs.status = str(exc), "error"
-            log.warning("cannot read %s: %s", f.path, exc)
-            return
-        except MemoryError:
-            fs.error, fs.status = "not enough memory to load this trace", "error"
-            return
-        except Exception as exc:  # any other failure stays with this file
-            log.exception("failed to load %s", f.path)
-            fs.error, fs.status = f"failed to load this trace ({type(exc).__name__}: {exc})", "error"
-            return
-        fs.tables, fs.progress, fs.status = tables, 1.0, "ready"
-        log.info("loaded %s in %.2fs (%d events)", f.path, time.perf_counter() - started, len(tables.events))
+            log.warning("cannot read %s: %s", fs.file.path, exc)
+        elif isinstance(exc, BrokenProcessPool):
+            if self._stop.is_set():
+                return
+            self._replace_broken_pool()
+            if fs.attempts < 2:
+                self._submit(fs)
+            else:
+                fs.error, fs.status = "the process loading this trace died (out of memory?)", "error"
+        else:
+            log.error("failed to load %s: %s: %s", fs.file.path, type(exc).__name__, exc)
+            message = "not enough memory to load this trace" if isinstance(exc, MemoryError) else (
+                f"failed to load this trace ({type(exc).__name__}: {exc})")
+            fs.error, fs.status = message, "error"
 
     # queries
     def runs(self) -> list[RunState]:
@@ -135,3 +183,18 @@ class TraceStore:
     def run(self, name: str) -> RunState | None:
         with self._lock:
             return self._runs.get(name)
+
+
+_worker_progress: Any = None  # this worker process's end of the progress queue
+
+
+def _init_worker(progress: Any) -> None:
+    global _worker_progress
+    _worker_progress = progress
+
+
+def _load_in_worker(task: int, path: str, size: int, mtime: float, cache_dir: str | None,
+                    max_bytes: int) -> TraceTables:
+    """Runs in a worker process: load one trace, reporting progress as (task, fraction)."""
+    return load_trace(path, size, mtime, cache_dir=cache_dir, max_bytes=max_bytes,
+                      on_progress=lambda value: _worker_progress.put((task, value)))
