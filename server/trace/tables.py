@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from operator import attrgetter
-from itertools import chain
 from typing import Any, Callable
 
 import numpy as np
@@ -88,19 +87,38 @@ def _joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
 
 
-def _category(values: list[Any]) -> pd.Categorical:
+Encoded = tuple[np.ndarray, np.ndarray]  # (codes, unique values); code -1 is absent
+
+
+def _encode(values: list[Any]) -> Encoded:
+    """Codes and uniques of a group's strings, so that the per-event objects can be freed."""
     # factorize over objects is several times faster than letting pandas infer a string dtype.
     codes, uniques = pd.factorize(np.array(values, dtype=object))
-    return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype=object))
+    return codes.astype(np.int32, copy=False), uniques
 
 
-def _ident_category(values: list[Any]) -> pd.Categorical:
-    """pid/tid values are ints or strings in the same trace; they become one string category."""
-    codes, uniques = pd.factorize(np.array(values, dtype=object))
-    labels = np.array(["" if u is None else str(u) for u in uniques], dtype=object)
-    merged_codes, merged = pd.factorize(labels)
-    codes = np.where(codes >= 0, merged_codes[np.maximum(codes, 0)] if len(labels) else codes, codes)
+def _absent(n: int) -> Encoded:
+    return np.full(n, -1, dtype=np.int32), np.empty(0, dtype=object)
+
+
+def _merged(parts: list[Encoded], as_text: bool = False) -> pd.Categorical:
+    """One categorical from encoded parts. `as_text` folds ints and strings into one label
+    (pid/tid are ints or strings in the same trace)."""
+    uniques = np.concatenate([u for _, u in parts]) if parts else np.empty(0, dtype=object)
+    if as_text:
+        uniques = np.array(["" if u is None else str(u) for u in uniques], dtype=object)
+    remap, merged = pd.factorize(uniques)
+    out = []
+    offset = 0
+    for codes, part_uniques in parts:
+        out.append(np.where(codes >= 0, remap[offset + np.maximum(codes, 0)] if len(part_uniques) else -1, -1))
+        offset += len(part_uniques)
+    codes = np.concatenate(out) if out else np.empty(0, dtype=np.int32)
     return pd.Categorical.from_codes(codes, categories=pd.Index(merged, dtype=object))
+
+
+def _category(values: list[Any], as_text: bool = False) -> pd.Categorical:
+    return _merged([_encode(values)], as_text)
 
 
 def _ident(value: Any) -> str:
@@ -111,7 +129,8 @@ class _Columns:
     """Accumulates one chunk's worth of rows at a time into per-column lists."""
 
     def __init__(self) -> None:
-        # Complete events: per column, one part (array or list) per group of events.
+        # Complete events: per column, one part per group of events (an array, or for strings
+        # codes and uniques: a GB trace's millions of per-event string objects never pile up).
         self.x: dict[str, list] = {k: [] for k in ("name", "cat", "pid", "tid", "ts", "dur", *_ARG_COLUMNS)}
         self.mem: dict[str, list] = {k: [] for k in (
             "ts", "pid", "tid", "device_type", "device_id", "addr", "bytes", "total_allocated", "total_reserved")}
@@ -155,14 +174,14 @@ class _Columns:
             return
         c, n = self.x, len(xs)
         for key in ("name", "cat", "pid", "tid"):
-            c[key].append(list(map(attrgetter(key), xs)))
+            c[key].append(_encode(list(map(attrgetter(key), xs))))
         # Numbers go straight into one array per group: no intermediate Python list.
         for key in ("ts", "dur"):
             c[key].append(np.fromiter(map(attrgetter(key), xs), np.float64, n))
         args = [e.args for e in xs]
         for key, (dtype, read) in _ARG_COLUMNS.items():
             if dtype == "str":
-                c[key].append(read(args) if key in arg_columns else [None] * n)
+                c[key].append(_encode(read(args)) if key in arg_columns else _absent(n))
             elif key in arg_columns:
                 c[key].append(np.fromiter(read(args), _DTYPES[dtype], n))
             else:
@@ -215,16 +234,16 @@ class _Columns:
     def events_frame(self) -> pd.DataFrame:
         c = self.x
         columns: dict[str, Any] = {
-            "name": _category(list(chain.from_iterable(c["name"]))),
-            "cat": _category(list(chain.from_iterable(c["cat"]))),
-            "pid": _ident_category(list(chain.from_iterable(c["pid"]))),
-            "tid": _ident_category(list(chain.from_iterable(c["tid"]))),
+            "name": _merged(c["name"]),
+            "cat": _merged(c["cat"]),
+            "pid": _merged(c["pid"], as_text=True),
+            "tid": _merged(c["tid"], as_text=True),
             "ts": _joined(c["ts"], np.float64),
             "dur": _joined(c["dur"], np.float64),
         }
         for key, (dtype, _) in _ARG_COLUMNS.items():
             if dtype == "str":
-                columns[key] = _category(list(chain.from_iterable(c[key])))
+                columns[key] = _merged(c[key])
             else:
                 columns[key] = _joined(c[key], _DTYPES[dtype])
         frame = pd.DataFrame(columns)
@@ -236,7 +255,7 @@ class _Columns:
     def memory_frame(self) -> pd.DataFrame:
         m = self.mem
         frame = pd.DataFrame({
-            "ts": _floats(m["ts"]), "pid": _ident_category(m["pid"]), "tid": _ident_category(m["tid"]),
+            "ts": _floats(m["ts"]), "pid": _category(m["pid"], as_text=True), "tid": _category(m["tid"], as_text=True),
             "device_type": _ints(m["device_type"]), "device_id": _ints(m["device_id"]),
             "addr": _ints(m["addr"]), "bytes": _ints(m["bytes"]),
             "total_allocated": _floats(m["total_allocated"]), "total_reserved": _floats(m["total_reserved"]),
@@ -247,7 +266,7 @@ class _Columns:
         f = self.flow
         return pd.DataFrame({
             "ph": _category(f["ph"]), "cat": _category(f["cat"]), "id": _category(f["id"]),
-            "ts": _floats(f["ts"]), "pid": _ident_category(f["pid"]), "tid": _ident_category(f["tid"]),
+            "ts": _floats(f["ts"]), "pid": _category(f["pid"], as_text=True), "tid": _category(f["tid"], as_text=True),
             "bp": _category(f["bp"]),
         })
 
