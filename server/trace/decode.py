@@ -43,6 +43,10 @@ class DecodedTrace:
     warnings: list[str] = field(default_factory=list)
     _raw_events: list[msgspec.Raw] | None = None
 
+    def release(self) -> None:
+        """Drop the JSON text (and with it the input buffer) once the events are read."""
+        self.array, self._raw_events = b"", None
+
     @property
     def raw_events(self) -> list[msgspec.Raw]:
         """One raw JSON slice per event (split on first use)."""

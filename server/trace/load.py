@@ -28,9 +28,10 @@ def load_trace(path: str, size: int, mtime: float, *, cache_dir: str | None = No
     report = on_progress or (lambda _: None)
     raw = read_trace_bytes(path, max_bytes)
     report(0.25)
+    decoded = decode_trace(raw.data)
+    raw.data = b""  # `decoded` holds what it needs and lets go of it after the events are read
     # Reading is about a quarter of the work; decoding the events the rest.
-    tables = parse_trace_bytes(raw.data, lambda f: report(0.25 + 0.75 * f))
-    del raw.data
+    tables = build_tables(decoded, lambda f: report(0.25 + 0.75 * f))
     tables.warnings[:0] = raw.warnings
     if cache_dir:
         store_cached(cache_dir, key, tables)

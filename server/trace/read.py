@@ -16,9 +16,8 @@ from .decode import TraceFormatError
 
 DEFAULT_MAX_BYTES = 4 << 30
 _READ_BLOCK = 8 << 20
-# zlib reports corruption per call, losing that call's output: a failed slice is fed again
+# zlib reports corruption per call, losing that call's output: a failed block is fed again
 # in small steps from a snapshot of the inflater, to keep everything before the damage.
-_INFLATE_SLICE = 64 << 10
 _SALVAGE_STEP = 256
 
 
@@ -54,7 +53,7 @@ def _too_big(max_bytes: int) -> str:
 
 
 def _inflate(inflater, data: bytes, parts: list[bytes], size: int, max_bytes: int) -> int:
-    """Inflate one slice, never past the cap (so a bomb stops early); returns the new size."""
+    """Inflate one block, never past the cap (so a bomb stops early); returns the new size."""
     out = inflater.decompress(data, max_bytes + 1 - size)
     while True:
         parts.append(out)
@@ -67,7 +66,7 @@ def _inflate(inflater, data: bytes, parts: list[bytes], size: int, max_bytes: in
 
 
 def _salvage(inflater, piece: bytes, parts: list[bytes], size: int, max_bytes: int) -> int:
-    """Inflate a slice known to hold corruption in small steps, up to the damage."""
+    """Inflate a block known to hold corruption in small steps, up to the damage."""
     for start in range(0, len(piece), _SALVAGE_STEP):
         try:
             size = _inflate(inflater, piece[start:start + _SALVAGE_STEP], parts, size, max_bytes)
@@ -86,22 +85,17 @@ def _gunzip(fh, max_bytes: int) -> RawTrace:
         block = fh.read(_READ_BLOCK)
         if not block:
             break
-        for start in range(0, len(block), _INFLATE_SLICE):
-            piece = block[start:start + _INFLATE_SLICE]
-            snapshot, kept, kept_size = inflater.copy(), len(parts), size
-            try:
-                size = _inflate(inflater, piece, parts, size, max_bytes)
-            except zlib.error as exc:
-                inflater, size = snapshot, kept_size
-                del parts[kept:]
-                size = _salvage(inflater, piece, parts, size, max_bytes)
-                if size == 0:
-                    raise TraceFormatError(f"not a valid gzip file ({exc})") from exc
-                warnings.append(f"the gzip stream is corrupt after {size:,} bytes ({exc}); reading what came before")
-                corrupt = True
-                break
-            if inflater.eof:
-                break
+        snapshot, kept, kept_size = inflater.copy(), len(parts), size
+        try:
+            size = _inflate(inflater, block, parts, size, max_bytes)
+        except zlib.error as exc:
+            inflater, size = snapshot, kept_size
+            del parts[kept:]
+            size = _salvage(inflater, block, parts, size, max_bytes)
+            if size == 0:
+                raise TraceFormatError(f"not a valid gzip file ({exc})") from exc
+            warnings.append(f"the gzip stream is corrupt after {size:,} bytes ({exc}); reading what came before")
+            corrupt = True
     if not inflater.eof and not warnings:
         if size == 0:
             raise TraceFormatError("the gzip file is empty or cut short before any data")
