@@ -14,12 +14,12 @@ Shared by every view so that one event has one role everywhere.
 from __future__ import annotations
 
 import re
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from ..trace.schema import HOST_OP_KINDS, LAUNCH_KINDS, Kind
+from .names import name_mask
 from .steps import STEP_PREFIX
 
 _COMM_KERNEL = re.compile(r"nccl|rccl", re.IGNORECASE)
@@ -36,15 +36,6 @@ def is_host_collective_name(name: str) -> bool:
 
 def is_communication_kernel_name(name: str) -> bool:
     return bool(_COMM_KERNEL.search(name))
-
-
-def name_mask(names: pd.Series, predicate: Callable[[str], bool]) -> np.ndarray:
-    """Evaluate a name predicate once per distinct name and broadcast it to every row."""
-    flags = np.array([predicate(str(c)) for c in names.cat.categories], dtype=bool)
-    codes = names.cat.codes.to_numpy()
-    if len(flags) == 0:
-        return np.zeros(len(codes), dtype=bool)
-    return np.where(codes >= 0, flags[np.maximum(codes, 0)], False)
 
 
 def role_masks(events: pd.DataFrame) -> dict[str, np.ndarray]:

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.schema import DEVICE_KINDS, LAUNCH_KINDS, Kind
+from .names import name_mask
 
 STEP_PREFIX = "ProfilerStep#"
 _HOST_STEP_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
@@ -47,9 +48,7 @@ class Steps:
 def host_steps(events: pd.DataFrame) -> pd.DataFrame:
     """The host-side ProfilerStep events, sorted by start; columns name, ts, end."""
     kind = events["kind"].to_numpy()
-    names = events["name"]
-    is_step_name = names.cat.categories.str.startswith(STEP_PREFIX)
-    mask = np.isin(kind, _HOST_STEP_KINDS) & is_step_name[names.cat.codes.to_numpy()] & (names.cat.codes.to_numpy() >= 0)
+    mask = np.isin(kind, _HOST_STEP_KINDS) & name_mask(events["name"], lambda n: n.startswith(STEP_PREFIX))
     found = events.loc[mask, ["name", "ts", "dur"]]
     return pd.DataFrame({
         "name": found["name"].astype(str).str.slice(len(STEP_PREFIX)).to_numpy(),

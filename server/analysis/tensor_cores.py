@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .names import name_mask
+
 
 @dataclass(frozen=True)
 class Family:
@@ -59,7 +61,4 @@ def tensor_core_family(kernel_name: str) -> Family | None:
 
 def uses_tensor_cores(names: pd.Series) -> np.ndarray:
     """Per row of a categorical name column: True where the kernel uses tensor cores."""
-    categories = names.cat.categories
-    flags = np.array([tensor_core_family(str(c)) is not None for c in categories], dtype=bool)
-    codes = names.cat.codes.to_numpy()
-    return np.where(codes >= 0, flags[np.maximum(codes, 0)] if len(flags) else False, False)
+    return name_mask(names, lambda name: tensor_core_family(name) is not None)
