@@ -76,10 +76,6 @@ class TraceTables:
     warnings: list[str] = field(default_factory=list)
 
 
-def _ints(values: list[int]) -> np.ndarray:
-    return np.array(values, dtype=np.int64) if values else np.empty(0, dtype=np.int64)
-
-
 def _floats(values: list[float]) -> np.ndarray:
     return np.array(values, dtype=np.float64) if values else np.empty(0, dtype=np.float64)
 
@@ -134,7 +130,7 @@ def _ident(value: Any) -> str:
 
 
 class _Columns:
-    """Accumulates one chunk's worth of rows at a time into per-column lists."""
+    """Accumulates the rows of each chunk, per table and column, until the frames are built."""
 
     def __init__(self) -> None:
         # Complete events: per column, one part per group of events (an array, or for strings
@@ -230,7 +226,7 @@ class _Columns:
         for series, value in ev.args.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 self.counter["name"].append(ev.name)
-                self.counter["pid"].append(_ident(ev.pid))
+                self.counter["pid"].append(ev.pid)
                 self.counter["ts"].append(ev.ts)
                 self.counter["series"].append(series)
                 self.counter["value"].append(float(value))
@@ -292,7 +288,7 @@ class _Columns:
     def counters_frame(self) -> pd.DataFrame:
         k = self.counter
         return pd.DataFrame({
-            "name": _category(k["name"]), "pid": _category(k["pid"]), "ts": _floats(k["ts"]),
+            "name": _category(k["name"]), "pid": _category(k["pid"], as_text=True), "ts": _floats(k["ts"]),
             "series": _category(k["series"]), "value": _floats(k["value"]),
         })
 
