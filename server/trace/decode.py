@@ -206,10 +206,18 @@ def _split(data: bytes) -> tuple[dict[str, Any], bytes | msgspec.Raw]:
     array = top.pop("traceEvents")
     if _first_char(array) != b"[":
         raise TraceFormatError("traceEvents is not an array")
-    metadata = {}
-    for key, raw in top.items():
-        metadata[key] = _ANY_DECODER.decode(raw)
-    return metadata, array
+    return _decode_values(top), array
+
+
+def _decode_values(raws: dict[str, msgspec.Raw]) -> dict[str, Any]:
+    """Top-level metadata values; one that does not decode is left out."""
+    out = {}
+    for key, raw in raws.items():
+        try:
+            out[key] = _ANY_DECODER.decode(raw)
+        except msgspec.DecodeError:
+            continue
+    return out
 
 
 _EVENT_END = re.compile(rb"\}\s*(?=[,\]]|\Z)")
@@ -224,7 +232,6 @@ def _recover_prefix(data: bytes, error: Exception) -> tuple[dict[str, Any], list
     array_start = data.index(b"[") if bare_array else data.find(b"[", key)
     if array_start < 0:
         raise TraceFormatError(f"unreadable JSON: traceEvents holds no array ({error})")
-    body = memoryview(data)[array_start:]
     raw_events: list[msgspec.Raw] | None = None
     # Candidate cut points come from the tail: the last complete event ends near the cut.
     tail_start = max(array_start, len(data) - _REPAIR_WINDOW)
@@ -233,7 +240,7 @@ def _recover_prefix(data: bytes, error: Exception) -> tuple[dict[str, Any], list
         ends = [m.end() for m in _EVENT_END.finditer(data, array_start)]
     for end in reversed(ends[-_MAX_REPAIR_TRIES:]):
         try:
-            raw_events = _RAW_LIST_DECODER.decode(bytes(body[: end - array_start]) + b"]")
+            raw_events = _RAW_LIST_DECODER.decode(data[array_start:end] + b"]")
             cut = end
             break
         except msgspec.DecodeError:
@@ -251,13 +258,6 @@ def _header_metadata(header: bytes) -> dict[str, Any]:
     """Metadata keys written before traceEvents (Kineto writes deviceProperties there)."""
     text = header.rstrip().rstrip(b",")
     try:
-        top = _TOP_DECODER.decode(text + b"}")
+        return _decode_values(_TOP_DECODER.decode(text + b"}"))
     except msgspec.DecodeError:
         return {}
-    out = {}
-    for k, raw in top.items():
-        try:
-            out[k] = _ANY_DECODER.decode(raw)
-        except msgspec.DecodeError:
-            continue
-    return out
