@@ -109,6 +109,7 @@ class TraceStore:
             log.warning(self.discovery_error)
             return
         to_load: list[FileState] = []
+        by_path: dict[str, FileState] = {}  # only what this scan saw: vanished files let go of their tables
         with self._lock:
             for name, run in runs.items():
                 state = RunState(run)
@@ -120,12 +121,13 @@ class TraceStore:
                             fs.file = f
                         else:
                             fs = FileState(f)
-                            self._by_path[f.path] = fs
                             to_load.append(fs)
+                        by_path[f.path] = fs
                         state.files[(worker, str(i + 1))] = fs
                 self._runs[name] = state
             for gone in set(self._runs) - set(runs):
                 del self._runs[gone]
+            self._by_path = by_path
         for fs in to_load:
             self._submit(fs)
 
