@@ -28,7 +28,6 @@ GPU summary, per device that ran kernels, over all steps (first step start to la
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -39,6 +38,7 @@ from ..trace.tables import TraceTables
 from . import ranges
 from .categories import role_masks
 from .recommendations import recommend
+from .records import clean_row
 from .steps import Steps, detect_steps
 from .tensor_cores import uses_tensor_cores
 
@@ -130,20 +130,13 @@ def _ratio(part: float, whole: float) -> float | None:
     return float(part / whole) if whole > 0 else None
 
 
-def _clean(value: Any) -> Any:
-    """JSON-safe number: NaN becomes None; times keep nanosecond precision (what traces record)."""
-    if isinstance(value, float):
-        return round(value, 3) if math.isfinite(value) else None
-    return value
-
-
 def overview(tables: TraceTables) -> dict[str, Any]:
     """The Overview view's data: per-step breakdown, its average, GPU summary, recommendations, warnings."""
     events = tables.events
     steps = detect_steps(events)
     breakdown = step_breakdown(events, steps)
-    rows = [{k: _clean(v) for k, v in row.items()} for row in breakdown.to_dict("records")]
-    average = {k: _clean(float(breakdown[k].mean())) for k in breakdown.columns if k != "step"}
+    rows = [clean_row(row) for row in breakdown.to_dict("records")]
+    average = clean_row({k: float(breakdown[k].mean()) for k in breakdown.columns if k != "step"})
     gpus = gpu_summary(events, steps, tables.metadata.get("deviceProperties") or [])
     return {
         "steps": rows,

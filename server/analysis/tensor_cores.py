@@ -62,3 +62,35 @@ def tensor_core_family(kernel_name: str) -> Family | None:
 def uses_tensor_cores(names: pd.Series) -> np.ndarray:
     """Per row of a categorical name column: True where the kernel uses tensor cores."""
     return name_mask(names, lambda name: tensor_core_family(name) is not None)
+
+
+# Operators that can run on tensor cores (matrix products, convolutions, attention, RNN
+# cells), by name. An operator that calls one of these, or launches a tensor-core kernel,
+# is eligible too (optree.py propagates that). The reference plugin's list, taken from
+# autocast's fp16 list, plus what PyTorch 2.x adds (scaled_mm, SDPA, convolution_backward).
+TC_ELIGIBLE_OPS = frozenset({
+    "aten::_convolution", "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_tbc",
+    "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d", "aten::convolution",
+    "aten::convolution_backward", "aten::cudnn_convolution", "aten::cudnn_convolution_transpose",
+    "aten::cudnn_convolution_backward", "aten::cudnn_convolution_backward_input",
+    "aten::cudnn_convolution_backward_weight", "aten::cudnn_convolution_transpose_backward",
+    "aten::cudnn_convolution_transpose_backward_input", "aten::cudnn_convolution_transpose_backward_weight",
+    "aten::prelu", "aten::addmm", "aten::addmm_", "aten::_addmm_activation", "aten::addmv", "aten::addr",
+    "aten::matmul", "aten::mm", "aten::mv", "aten::linear", "aten::addbmm", "aten::baddbmm", "aten::bmm",
+    "aten::chain_matmul", "aten::linalg_multi_dot", "aten::_scaled_mm", "aten::_int_mm", "aten::einsum",
+    "aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention",
+    "aten::_scaled_dot_product_flash_attention_backward", "aten::_scaled_dot_product_efficient_attention",
+    "aten::_scaled_dot_product_efficient_attention_backward", "aten::_scaled_dot_product_cudnn_attention",
+    "aten::_scaled_dot_product_cudnn_attention_backward", "aten::_flash_attention_forward",
+    "aten::_flash_attention_backward", "aten::_efficient_attention_forward", "aten::_efficient_attention_backward",
+    "aten::_thnn_fused_lstm_cell", "aten::_thnn_fused_gru_cell", "aten::lstm_cell", "aten::gru_cell",
+    "aten::rnn_tanh_cell", "aten::rnn_relu_cell",
+    # Backward nodes of PyTorch 1.x traces, by their autograd function names.
+    "CudnnConvolutionBackward", "CudnnConvolutionTransposeBackward", "BmmBackward0", "MmBackward",
+    "AddmvBackward", "MvBackward", "AddmmBackward", "AddbmmBackward",
+})
+
+
+def is_tc_eligible_op(op_name: str) -> bool:
+    """Whether an operator of this name can use tensor cores (by name alone)."""
+    return op_name in TC_ELIGIBLE_OPS

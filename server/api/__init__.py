@@ -12,10 +12,15 @@ from typing import Callable
 
 from fastapi import APIRouter
 
+from ..analysis import kernels as kernels_analysis
+from ..analysis import operators as operators_analysis
+from ..analysis import optree as optree_analysis
 from ..analysis import overview as overview_analysis
 from ..analysis import steps as steps_analysis
+from ..analysis import tensor_cores as tensor_cores_analysis
+from ..trace.schema import Kind
 from ..trace.tables import TraceTables
-from . import overview
+from . import kernels, operators, overview
 
 log = logging.getLogger("profboard")
 
@@ -33,8 +38,15 @@ def _about(*modules) -> str:
     return "\n\n".join((m.__doc__ or "").strip() for m in modules)
 
 
+def _has(kind: Kind) -> Callable[[TraceTables], bool]:
+    return lambda tables: bool((tables.events["kind"].to_numpy() == kind).any())
+
+
 VIEWS: tuple[View, ...] = (
     View("overview", "Overview", overview.router, lambda tables: True, _about(overview_analysis, steps_analysis)),
+    View("operator", "Operator", operators.router, _has(Kind.CPU_OP), _about(operators_analysis, optree_analysis)),
+    View("kernel", "Kernel", kernels.router, _has(Kind.KERNEL),
+         _about(kernels_analysis, optree_analysis, tensor_cores_analysis)),
 )
 
 

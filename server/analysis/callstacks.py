@@ -1,0 +1,128 @@
+"""Python call stacks of operators.
+
+Traces record them in one of two ways. PyTorch 1.x wrote a `Call stack` argument on each
+operator (frames innermost first, separated by `;`). PyTorch 2.x with `with_stack=True`
+writes the Python tracer's frames as `python_function` events instead; an operator's stack
+is then the chain of frames open on its thread when it started. Only source frames
+(`file.py(123): function`) are kept; built-in calls and `nn.Module:` markers are left out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..trace.schema import Kind
+from .optree import nest, thread_key
+
+_FRAME = re.compile(r"^(.+)\((\d+)\): (.+)$")
+
+
+@dataclass(frozen=True)
+class Stacks:
+    of_row: np.ndarray  # per events row: stack id, -1 where none is known
+    frames: list[tuple[str, ...]]  # stack id -> frame texts, innermost first
+
+
+def parse_frame(text: str) -> dict[str, Any]:
+    """`path/file.py(123): fn` as {file, line, function}; anything else as a bare function."""
+    match = _FRAME.match(text)
+    if not match:
+        return {"file": None, "line": None, "function": text}
+    return {"file": match.group(1), "line": int(match.group(2)), "function": match.group(3)}
+
+
+def _is_source_frame(name: str) -> bool:
+    return _FRAME.match(name) is not None
+
+
+class _Interner:
+    """Stack ids for frame tuples, shared by both sources."""
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple[str, ...], int] = {}
+        self.frames: list[tuple[str, ...]] = []
+
+    def __call__(self, frames: tuple[str, ...]) -> int:
+        if not frames:
+            return -1
+        found = self.ids.get(frames)
+        if found is None:
+            found = self.ids[frames] = len(self.frames)
+            self.frames.append(frames)
+        return found
+
+
+def _from_arguments(events: pd.DataFrame, rows: np.ndarray, intern: _Interner) -> np.ndarray:
+    column = events["call_stack"]
+    per_category = np.array([intern(tuple(f.strip() for f in str(text).split(";") if f.strip()))
+                             for text in column.cat.categories], dtype=np.int64)
+    codes = column.cat.codes.to_numpy()[rows]
+    if len(per_category) == 0:
+        return np.full(len(rows), -1, dtype=np.int64)
+    return np.where(codes >= 0, per_category[np.maximum(codes, 0)], -1)
+
+
+def _from_python_frames(events: pd.DataFrame, rows: np.ndarray, intern: _Interner) -> np.ndarray:
+    out = np.full(len(rows), -1, dtype=np.int64)
+    kind = events["kind"].to_numpy()
+    ts = events["ts"].to_numpy()
+    end = ts + events["dur"].to_numpy()
+    frames = np.flatnonzero((kind == Kind.PYTHON_FUNCTION) & np.isfinite(end))
+    if not len(frames) or not len(rows):
+        return out
+    threads = thread_key(events)
+    frames = frames[np.lexsort((-end[frames], ts[frames], threads[frames]))]
+    parent = nest(threads[frames], ts[frames], end[frames])
+
+    names = events["name"].cat.categories
+    source = np.array([_is_source_frame(str(n)) for n in names], dtype=bool)
+    codes = events["name"].cat.codes.to_numpy()[frames]
+    # Each frame's stack: its parent's, plus itself when it is a source frame (preorder).
+    stack_of_frame = np.full(len(frames), -1, dtype=np.int64)
+    frame_names = [str(n) for n in names]
+    for i, (code, up) in enumerate(zip(codes.tolist(), parent.tolist())):
+        below = stack_of_frame[up] if up >= 0 else -1
+        if code >= 0 and source[code]:
+            outer = intern.frames[below] if below >= 0 else ()
+            stack_of_frame[i] = intern((frame_names[code], *outer))
+        else:
+            stack_of_frame[i] = below
+
+    # Innermost frame open on the operator's thread when it started.
+    frame_threads = threads[frames]
+    frame_start = ts[frames]
+    frame_end = end[frames]
+    op_threads = threads[rows]
+    for thread in np.unique(op_threads):
+        lo, hi = np.searchsorted(frame_threads, [thread, thread + 1])
+        if lo == hi:
+            continue
+        mine = np.flatnonzero(op_threads == thread)
+        start = ts[rows[mine]]
+        candidate = lo + np.searchsorted(frame_start[lo:hi], start, side="right") - 1
+        candidate[candidate < lo] = -1
+        while True:
+            closed = (candidate >= 0) & (frame_end[np.maximum(candidate, 0)] <= start)
+            if not closed.any():
+                break
+            candidate[closed] = parent[candidate[closed]]
+        found = candidate >= 0
+        out[mine[found]] = stack_of_frame[candidate[found]]
+    return out
+
+
+def op_stacks(events: pd.DataFrame, rows: np.ndarray) -> Stacks:
+    """Call stacks of the operators at event `rows` (the argument when recorded, else frames)."""
+    intern = _Interner()
+    by_argument = _from_arguments(events, rows, intern)
+    missing = by_argument < 0
+    if missing.any():
+        by_argument[missing] = _from_python_frames(events, rows[missing], intern)
+    of_row = np.full(len(events), -1, dtype=np.int64)
+    of_row[rows] = by_argument
+    return Stacks(of_row=of_row, frames=intern.frames)

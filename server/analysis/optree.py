@@ -1,0 +1,223 @@
+"""Operator tree: host operators nested by time on their thread, with the GPU work they launched.
+
+- Nodes are CPU operators, user annotations and `python` events, per process and thread.
+  A node that starts inside another is its child (one that ends a few nanoseconds after
+  its parent, as timestamp rounding makes happen, is still its child). Python tracer frames
+  are not nodes: they are call-stack context.
+- Runtime and driver calls (launches, copies, synchronisations) belong to the node whose
+  external id they carry; kernels, memcpys and memsets belong to the runtime call with their
+  correlation id. So backward operators on the autograd thread get their own kernels.
+- An operator whose only child is an operator of the same name counts as one call, as
+  PyTorch's own profiler tables count it.
+- Host self time: a node's duration less its children's and its runtime calls'.
+- Device self time: the GPU time of the kernels, memcpys and memsets its own runtime calls
+  launched; device total time: the same over the node and everything under it.
+- Tensor-core time: the part of those kernels that use tensor cores (told from kernel names).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..trace.schema import DEVICE_KINDS, LAUNCH_KINDS, Kind
+from .names import name_mask
+from .tensor_cores import is_tc_eligible_op, uses_tensor_cores
+
+TREE_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
+
+
+@dataclass(frozen=True)
+class OpTree:
+    """Nodes in preorder per thread. Per-node arrays are indexed by node position; `rows`
+    gives each node's row in the events table. `merged` nodes were folded into their parent
+    (same-named single child) and carry no numbers of their own."""
+
+    rows: np.ndarray
+    parent: np.ndarray
+    merged: np.ndarray
+    host_self_us: np.ndarray
+    device_self_us: np.ndarray
+    device_total_us: np.ndarray
+    tc_self_us: np.ndarray
+    tc_total_us: np.ndarray
+    tc_eligible: np.ndarray
+    launcher: np.ndarray  # per events row: node that launched it (device events, runtime calls), else -1
+
+    def ancestors_or_self(self, nodes: np.ndarray, hit: np.ndarray) -> np.ndarray:
+        """For each of `nodes`: whether it or one of its ancestors has `hit` set (-1 is never)."""
+        found = np.zeros(len(nodes), dtype=bool)
+        current = nodes.copy()
+        while True:
+            live = current >= 0
+            if not live.any():
+                return found
+            found[live] |= hit[current[live]]
+            current[live] = self.parent[current[live]]
+
+
+def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Parent position of each interval, -1 at the top level.
+
+    Inputs are sorted by group, then start, then end descending (parents first). An interval
+    starting at or after the end of the innermost open one closes it; one that starts inside
+    but ends later is clipped to its parent, so nesting survives rounding and odd timestamps.
+    """
+    parent = []
+    open_nodes: list[int] = []
+    open_ends: list[float] = []
+    previous = None
+    for i, (g, s, e) in enumerate(zip(group.tolist(), start.tolist(), end.tolist())):
+        if g != previous:
+            open_nodes.clear()
+            open_ends.clear()
+            previous = g
+        while open_ends and s >= open_ends[-1]:
+            open_nodes.pop()
+            open_ends.pop()
+        if open_nodes:
+            parent.append(open_nodes[-1])
+            e = min(e, open_ends[-1])
+        else:
+            parent.append(-1)
+        open_nodes.append(i)
+        open_ends.append(e)
+    return np.array(parent, dtype=np.int64)
+
+
+def thread_key(events: pd.DataFrame) -> np.ndarray:
+    """One integer per (process, thread) of each event row."""
+    pid = events["pid"].cat.codes.to_numpy().astype(np.int64)
+    tid = events["tid"].cat.codes.to_numpy().astype(np.int64)
+    return pid * (len(events["tid"].cat.categories) + 1) + tid
+
+
+def _subtree_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Each node's value plus the values of every node under it."""
+    total = values.astype(np.float64, copy=True)
+    nodes = np.flatnonzero(values != 0)
+    weights = values[nodes].astype(np.float64)
+    up = parent[nodes]
+    while len(up):
+        live = up >= 0
+        up, weights = up[live], weights[live]
+        total += np.bincount(up, weights=weights, minlength=len(total))
+        up = parent[up]
+    return total
+
+
+def _lookup(keys: np.ndarray, table_keys: np.ndarray) -> np.ndarray:
+    """Position in `table_keys` of each key (first occurrence), -1 where absent."""
+    index = pd.Index(table_keys)
+    if not index.is_unique:
+        keep = ~index.duplicated(keep="first")
+        positions = np.flatnonzero(keep)
+        found = pd.Index(table_keys[keep]).get_indexer(keys)
+        return np.where(found >= 0, positions[np.maximum(found, 0)], -1)
+    return index.get_indexer(keys)
+
+
+def build_op_tree(events: pd.DataFrame) -> OpTree:
+    """The operator tree of every thread of one trace, with per-node times."""
+    kind = events["kind"].to_numpy()
+    ts = events["ts"].to_numpy()
+    dur = events["dur"].to_numpy()
+    timed = np.isfinite(ts) & np.isfinite(dur)
+    threads = thread_key(events)
+
+    candidates = np.flatnonzero(np.isin(kind, TREE_KINDS) & timed)
+    order = np.lexsort((-(ts[candidates] + dur[candidates]), ts[candidates], threads[candidates]))
+    rows = candidates[order]
+    n = len(rows)
+    parent = nest(threads[rows], ts[rows], ts[rows] + dur[rows])
+
+    # Fold an operator into its parent when it is the parent's only child and has its name.
+    name_codes = events["name"].cat.codes.to_numpy()[rows]
+    is_op = kind[rows] == Kind.CPU_OP
+    has_parent = parent >= 0
+    up = np.maximum(parent, 0)
+    children = np.bincount(parent[has_parent], minlength=n)
+    merged = has_parent & is_op & is_op[up] & (children[up] == 1) & (name_codes == name_codes[up])
+    owner = np.where(merged, parent, np.arange(n))
+    while True:  # chains of folds end at the outermost operator
+        hop = owner[owner]
+        if np.array_equal(hop, owner):
+            break
+        owner = hop
+    effective_parent = np.where(has_parent, owner[up], -1)
+    effective_parent[merged] = -1
+
+    # Runtime calls -> nodes by (process, external id); device events -> runtime calls by correlation.
+    pid_codes = events["pid"].cat.codes.to_numpy().astype(np.int64)
+    external = events["external_id"].to_numpy()
+    pids = len(events["pid"].cat.categories) + 1
+    node_keys = external[rows] * pids + pid_codes[rows]
+    launches = np.flatnonzero(np.isin(kind, LAUNCH_KINDS) & (external > 0))
+    launch_node = _lookup(external[launches] * pids + pid_codes[launches], np.where(external[rows] > 0, node_keys, -1))
+    launch_node = np.where(launch_node >= 0, owner[np.maximum(launch_node, 0)], -1)
+
+    correlation = events["correlation"].to_numpy()
+    device_rows = np.flatnonzero(np.isin(kind, DEVICE_KINDS) & timed)
+    with_runtime = launches[correlation[launches] >= 0]
+    runtime_of = _lookup(correlation[device_rows], correlation[with_runtime])
+    runtime_of = np.where(correlation[device_rows] >= 0, runtime_of, -1)
+    device_node = np.full(len(device_rows), -1, dtype=np.int64)
+    hit = runtime_of >= 0
+    node_of_launch = np.full(len(events), -1, dtype=np.int64)
+    node_of_launch[launches] = launch_node
+    device_node[hit] = node_of_launch[with_runtime[runtime_of[hit]]]
+
+    launcher = np.full(len(events), -1, dtype=np.int64)
+    launcher[launches] = launch_node
+    launcher[device_rows] = device_node
+
+    # Host self time: duration less children and own runtime calls.
+    node_dur = dur[rows]
+    counted = ~merged
+    child_time = np.bincount(effective_parent[counted & (effective_parent >= 0)],
+                             weights=node_dur[counted & (effective_parent >= 0)], minlength=n)
+    attached = launch_node >= 0
+    runtime_time = np.bincount(launch_node[attached], weights=np.nan_to_num(dur[launches[attached]]), minlength=n)
+    host_self = np.where(counted, np.clip(node_dur - child_time - runtime_time, 0.0, None), 0.0)
+
+    # Device time, and the part on tensor cores.
+    device_dur = dur[device_rows]
+    launched = device_node >= 0
+    tensor = np.zeros(len(device_rows), dtype=bool)
+    is_kernel = kind[device_rows] == Kind.KERNEL
+    tensor[is_kernel] = uses_tensor_cores(events["name"].iloc[device_rows[is_kernel]])
+    device_self = np.bincount(device_node[launched], weights=device_dur[launched], minlength=n)
+    tc_self = np.bincount(device_node[launched & tensor], weights=device_dur[launched & tensor], minlength=n)
+
+    base_eligible = (is_op & name_mask(events["name"].iloc[rows], is_tc_eligible_op)) | (tc_self > 0)
+    eligible = _subtree_sums(effective_parent, base_eligible.astype(np.float64)) > 0
+
+    return OpTree(
+        rows=rows,
+        parent=effective_parent,
+        merged=merged,
+        host_self_us=host_self,
+        device_self_us=device_self,
+        device_total_us=_subtree_sums(effective_parent, device_self),
+        tc_self_us=tc_self,
+        tc_total_us=_subtree_sums(effective_parent, tc_self),
+        tc_eligible=eligible & counted,
+        launcher=launcher,
+    )
+
+
+def tree_warnings(events: pd.DataFrame, tree: OpTree) -> list[str]:
+    """What the tree could not place: kernels that no operator's runtime call launched."""
+    kernels = np.flatnonzero(events["kind"].to_numpy() == Kind.KERNEL)
+    if not len(kernels):
+        return []
+    loose = tree.launcher[kernels] < 0
+    if not loose.any():
+        return []
+    dur = np.nan_to_num(events["dur"].to_numpy()[kernels])
+    share = dur[loose].sum() / dur.sum() if dur.sum() > 0 else 0.0
+    return [f"{int(loose.sum())} of {len(kernels)} kernels ({share:.1%} of kernel time) have no launching "
+            "operator (no runtime call with their correlation id belongs to one); they count in the Kernel "
+            "view but in no operator's device time."]

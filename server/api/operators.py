@@ -1,0 +1,90 @@
+"""GET /api/operators (the operator table) and GET /api/operators/stacks (its call stacks)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel
+
+from ..analysis.operators import op_instances, operator_table, stack_table
+from ..analysis.optree import OpTree, build_op_tree, tree_warnings
+from .deps import Memo, Selection, get_memo, select
+from .errors import NotFound
+
+
+class OpNumbers(BaseModel):
+    calls: int
+    device_self_us: float
+    device_total_us: float
+    host_self_us: float
+    host_total_us: float
+    tc_self_ratio: float | None
+    tc_total_ratio: float | None
+
+
+class OperatorRow(OpNumbers):
+    name: str
+    input_shape: str | None = None
+    tc_eligible: bool
+    has_call_stack: bool
+
+
+class Operators(BaseModel):
+    group_by: Literal["name", "name_shape"]
+    rows: list[OperatorRow]
+    warnings: list[str]
+
+
+class Frame(BaseModel):
+    file: str | None
+    line: int | None
+    function: str
+
+
+class StackRow(OpNumbers):
+    frames: list[Frame]
+
+
+class Stacks(BaseModel):
+    name: str
+    input_shape: str | None
+    rows: list[StackRow]
+
+
+router = APIRouter(tags=["operators"])
+
+
+def op_tree(sel: Selection, memo: Memo) -> OpTree:
+    """The selected trace's operator tree (shared with the kernel view)."""
+    return memo.get(sel.tables, ("optree",), lambda: build_op_tree(sel.tables.events))
+
+
+def _instances(sel: Selection, memo: Memo):
+    return memo.get(sel.tables, ("op_instances",), lambda: op_instances(sel.tables.events, op_tree(sel, memo)))
+
+
+@router.get("/api/operators", response_model=Operators, response_model_exclude_unset=True)
+def get_operators(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
+                  group_by: Literal["name", "name_shape"] = Query("name", description="name, or name and input shapes")
+                  ) -> dict[str, Any]:
+    """Every operator with calls, host/device self and total time (us) and tensor-core shares."""
+    def compute() -> dict[str, Any]:
+        instances, _ = _instances(sel, memo)
+        return {"group_by": group_by, "rows": operator_table(instances, group_by),
+                "warnings": tree_warnings(sel.tables.events, op_tree(sel, memo))}
+    return memo.get(sel.tables, ("operators", group_by), compute)
+
+
+@router.get("/api/operators/stacks", response_model=Stacks)
+def get_operator_stacks(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
+                        name: str = Query(..., description="Operator name, as in /api/operators"),
+                        input_shape: str | None = Query(None, description="Only calls with these input shapes")
+                        ) -> dict[str, Any]:
+    """The distinct Python call stacks of one operator, each with its own numbers; frames innermost first."""
+    instances, stacks = _instances(sel, memo)
+    if not (instances["name"] == name).any():
+        raise NotFound(f"no operator named {name!r} in this trace")
+    rows = memo.get(sel.tables, ("stacks", name, input_shape),
+                    lambda: stack_table(instances, stacks, name, input_shape))
+    return {"name": name, "input_shape": input_shape, "rows": rows}
