@@ -10,7 +10,6 @@ from pydantic import BaseModel
 from ..analysis.operators import op_instances, operator_table, stack_table
 from ..analysis.optree import OpTree, build_op_tree, tree_warnings
 from .deps import Memo, Selection, get_memo, select
-from .errors import NotFound
 
 
 class OpNumbers(BaseModel):
@@ -50,6 +49,7 @@ class Stacks(BaseModel):
     name: str
     input_shape: str | None
     rows: list[StackRow]
+    warnings: list[str]
 
 
 router = APIRouter(tags=["operators"])
@@ -78,13 +78,13 @@ def get_operators(sel: Selection = Depends(select), memo: Memo = Depends(get_mem
 
 @router.get("/api/operators/stacks", response_model=Stacks)
 def get_operator_stacks(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
-                        name: str = Query(..., description="Operator name, as in /api/operators"),
+                        name: str = Query(..., description="Operator name, as in /api/operators",
+                                          examples=["aten::mm"]),
                         input_shape: str | None = Query(None, description="Only calls with these input shapes")
                         ) -> dict[str, Any]:
     """The distinct Python call stacks of one operator, each with its own numbers; frames innermost first."""
     instances, stacks = _instances(sel, memo)
-    if not (instances["name"] == name).any():
-        raise NotFound(f"no operator named {name!r} in this trace")
+    warnings = [] if (instances["name"] == name).any() else [f"This trace has no operator named {name!r}."]
     rows = memo.get(sel.tables, ("stacks", name, input_shape),
                     lambda: stack_table(instances, stacks, name, input_shape))
-    return {"name": name, "input_shape": input_shape, "rows": rows}
+    return {"name": name, "input_shape": input_shape, "rows": rows, "warnings": warnings}

@@ -203,6 +203,52 @@ def test_overview_shape(api_server):
     assert 0 < gpu["utilization_ratio"] <= 1
 
 
+OP_NUMBERS = {"calls", "device_self_us", "device_total_us", "host_self_us", "host_total_us",
+              "tc_self_ratio", "tc_total_ratio"}
+KERNEL_KEYS = {"name", "calls", "total_us", "mean_us", "max_us", "min_us", "tensor_cores", "tensor_cores_guess",
+               "blocks_per_sm", "achieved_occupancy_ratio"}
+
+
+def test_operators_shape(api_server):
+    by_name = api_server.get("/api/operators", {"run": "loss_sync_after"}).json()
+    by_shape = api_server.get("/api/operators", {"run": "loss_sync_after", "group_by": "name_shape"}).json()
+    assert by_name["group_by"] == "name" and by_shape["group_by"] == "name_shape"
+    assert {k for r in by_name["rows"] for k in r} == OP_NUMBERS | {"name", "tc_eligible", "has_call_stack"}
+    assert {k for r in by_shape["rows"] for k in r} == OP_NUMBERS | {"name", "input_shape", "tc_eligible",
+                                                                       "has_call_stack"}
+    calls = {r["name"]: r["calls"] for r in by_name["rows"]}
+    for name, count in calls.items():
+        assert sum(r["calls"] for r in by_shape["rows"] if r["name"] == name) == count, name
+    devices = [r["device_self_us"] for r in by_name["rows"]]
+    assert devices == sorted(devices, reverse=True)
+    assert calls["aten::convolution_backward"] > 0  # backward ops, run on the autograd thread
+
+
+def test_operator_stacks(api_server):
+    rows = api_server.get("/api/operators", {"run": "loss_sync_after"}).json()["rows"]
+    op = next(r for r in rows if r["has_call_stack"])
+    body = api_server.get("/api/operators/stacks", {"run": "loss_sync_after", "name": op["name"]}).json()
+    assert body["name"] == op["name"] and body["warnings"] == []
+    assert sum(r["calls"] for r in body["rows"]) <= op["calls"]
+    frame = body["rows"][0]["frames"][0]
+    assert set(frame) == {"file", "line", "function"} and frame["file"].endswith(".py") and frame["line"] > 0
+    missing = api_server.get("/api/operators/stacks", {"run": "loss_sync_after", "name": "aten::nothing"}).json()
+    assert missing["rows"] == [] and "aten::nothing" in missing["warnings"][0]
+
+
+def test_kernels_shape_and_op_filter(api_server):
+    by_name = api_server.get("/api/kernels", {"run": "ddp_resnet50"}).json()
+    by_op = api_server.get("/api/kernels", {"run": "ddp_resnet50", "group_by": "name_op"}).json()
+    assert {k for r in by_name["rows"] for k in r} == KERNEL_KEYS
+    assert {k for r in by_op["rows"] for k in r} == KERNEL_KEYS | {
+        "op", "grid", "block", "registers_per_thread", "shared_memory_bytes", "op_tc_eligible"}
+    assert sum(r["calls"] for r in by_op["rows"]) == sum(r["calls"] for r in by_name["rows"])
+    assert any(r["name"].startswith("ncclDevKernel") for r in by_name["rows"])
+    conv = api_server.get("/api/kernels", {"run": "ddp_resnet50", "op": "aten::conv2d"}).json()
+    assert conv["op"] == "aten::conv2d" and 0 < len(conv["rows"]) < len(by_name["rows"])
+    assert not any(r["name"].startswith("ncclDevKernel") for r in conv["rows"])
+
+
 @pytest.mark.parametrize("params, status, code, mentions", [
     pytest.param({"run": "no_such_run"}, 404, "not_found", "no_such_run", id="unknown-run"),
     pytest.param({"run": "loss_sync_after", "worker": "nobody"}, 404, "not_found", "nobody", id="unknown-worker"),
@@ -262,6 +308,8 @@ def _ready_selections(api_server) -> list[dict[str, str]]:
 
 
 def _valid_value(schema: dict) -> str | None:
+    if schema.get("examples"):
+        return str(schema["examples"][0])
     if "enum" in schema:
         return str(schema["enum"][0])
     if "default" in schema:
@@ -331,7 +379,7 @@ def test_every_view_checks_its_ids_and_parameters(api_server, view):
 
 def test_openapi_lists_the_api(api_server):
     paths = api_server.get("/openapi.json").json()["paths"]
-    for path in ("/api/runs", "/api/views", "/api/overview"):
+    for path in ("/api/runs", "/api/views", "/api/overview", "/api/operators", "/api/operators/stacks", "/api/kernels"):
         assert "get" in paths[path], path
     for view in VIEWS:
         for route in _api_routes(view):
