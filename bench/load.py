@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
+
+from serving import get, percentiles, serve
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TRACE = ROOT.parent / "shared/fixtures/big/gpt_big_bf16/h100_worker0.1795349296458661465.pt.trace.json.gz"
@@ -55,52 +53,11 @@ def _median_runs(trace: Path, cache: str, repeat: int) -> dict:
     return {k: statistics.median(r[k] for r in runs) for k in keys} | {"runs": runs}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _get(url: str) -> tuple[int, float]:
-    t = time.perf_counter()
-    try:
-        with urllib.request.urlopen(url, timeout=30) as resp:
-            resp.read()
-            status = resp.status
-    except urllib.error.HTTPError as exc:
-        status = exc.code
-    return status, time.perf_counter() - t
-
-
 def _server(trace: Path, requests: int) -> dict:
-    with tempfile.TemporaryDirectory() as logdir, tempfile.TemporaryDirectory() as cache:
-        (Path(logdir) / "run").mkdir()
-        os.symlink(trace, Path(logdir) / "run" / trace.name)
-        port = _free_port()
-        base = f"http://127.0.0.1:{port}"
-        t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "profboard.server.cli", "--logdir", logdir, "--port", str(port),
-                                 "--cache-dir", cache], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            while True:
-                try:
-                    status, _ = _get(f"{base}/api/overview?run=run")
-                except OSError:
-                    status = 0
-                if status == 200:
-                    break
-                if time.perf_counter() - t0 > 120:
-                    raise RuntimeError("server did not become ready in 120 s")
-                time.sleep(0.05)
-            ready = time.perf_counter() - t0
-            lat = {}
-            for path in ("/api/runs", "/api/views", "/api/overview?run=run"):
-                times = sorted(_get(base + path)[1] for _ in range(requests))
-                lat[path] = {"p50_ms": 1000 * times[len(times) // 2], "p95_ms": 1000 * times[int(len(times) * 0.95) - 1]}
-            return {"start_to_overview_s": ready, "latency": lat}
-        finally:
-            proc.terminate()
-            proc.wait(10)
+    with serve(trace) as (base, ready):
+        lat = {path: percentiles([get(base + path)[1] for _ in range(requests)])
+               for path in ("/api/runs", "/api/views", "/api/overview?run=run")}
+    return {"start_to_overview_s": ready, "latency": lat}
 
 
 def main() -> None:
