@@ -78,7 +78,7 @@ def kernel_table(events: pd.DataFrame, tree: OpTree, group_by: KernelGrouping = 
     keys = {"name": names.cat.codes.to_numpy()}
     launcher = tree.launcher[rows]
     if group_by == "name_op":
-        op_rows = np.where(launcher >= 0, tree.rows[np.maximum(launcher, 0)], -1)
+        op_rows = tree.event_rows(launcher)
         op_codes = events["name"].cat.codes.to_numpy()
         keys.update({
             "op": np.where(op_rows >= 0, op_codes[np.maximum(op_rows, 0)], -1),

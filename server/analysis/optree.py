@@ -46,6 +46,13 @@ class OpTree:
     tc_eligible: np.ndarray
     launcher: np.ndarray  # per events row: node that launched it (device events, runtime calls), else -1
 
+    def event_rows(self, nodes: np.ndarray) -> np.ndarray:
+        """Events row of each node (-1 stays -1)."""
+        out = np.full(len(nodes), -1, dtype=np.int64)
+        live = nodes >= 0
+        out[live] = self.rows[nodes[live]]
+        return out
+
     def ancestors_or_self(self, nodes: np.ndarray, hit: np.ndarray) -> np.ndarray:
         """For each of `nodes`: whether it or one of its ancestors has `hit` set (-1 is never)."""
         found = np.zeros(len(nodes), dtype=bool)
@@ -188,8 +195,9 @@ def build_op_tree(events: pd.DataFrame) -> OpTree:
     tensor = np.zeros(len(device_rows), dtype=bool)
     is_kernel = kind[device_rows] == Kind.KERNEL
     tensor[is_kernel] = uses_tensor_cores(events["name"].iloc[device_rows[is_kernel]])
-    device_self = np.bincount(device_node[launched], weights=device_dur[launched], minlength=n)
-    tc_self = np.bincount(device_node[launched & tensor], weights=device_dur[launched & tensor], minlength=n)
+    device_self = np.bincount(device_node[launched], weights=device_dur[launched], minlength=n).astype(np.float64)
+    tc_self = np.bincount(device_node[launched & tensor], weights=device_dur[launched & tensor],
+                          minlength=n).astype(np.float64)
 
     base_eligible = (is_op & name_mask(events["name"].iloc[rows], is_tc_eligible_op)) | (tc_self > 0)
     eligible = _subtree_sums(effective_parent, base_eligible.astype(np.float64)) > 0

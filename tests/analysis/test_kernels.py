@@ -72,3 +72,15 @@ def test_no_kernels():
     t = Trace()
     t.op("aten::add", 0, 10)
     assert table(t) == [] and table(t, "name_op") == []
+
+
+def test_a_trace_of_kernels_only_and_an_empty_trace():
+    t = Trace()
+    t.kernel("k", 0, 10)
+    t.add({"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 5, "dur": 3,
+           "args": {"correlation": "not a number"}})
+    rows = table(t, "name_op")
+    assert [(r["name"], r["op"], r["calls"]) for r in rows] == [("k", None, 1), ("k2", None, 1)]
+    assert rows[1]["grid"] is None and rows[1]["registers_per_thread"] is None
+    assert table(t, op="aten::add") == []
+    assert table(Trace(), "name_op") == []
