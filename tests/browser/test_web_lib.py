@@ -9,7 +9,7 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture
 def lib(page, server):
-    """Calls `expression` with the helper modules imported as `format`, `dom`, `table`, `url`."""
+    """Calls `expression` with the helper modules imported as `format`, `dom`, `table`, `url`, `pie`, `frames`."""
     page.goto(f"{server}/static/css/profboard.css")  # any same-origin HTML document can import the modules
 
     def run(expression: str):
@@ -18,6 +18,8 @@ def lib(page, server):
             const dom = await import("/static/js/lib/dom.js");
             const table = await import("/static/js/lib/table.js");
             const url = await import("/static/js/lib/url.js");
+            const pie = await import("/static/js/lib/pie.js");
+            const frames = await import("/static/js/lib/frames.js");
             return ({expression});
         }}""")
     return run
@@ -77,3 +79,114 @@ def test_table_inserts_text_only_and_sorts_naturally(lib):
 def test_query_puts_selection_first_and_drops_empty(lib):
     assert lib('url.toQuery({ sort: "total_us:desc", span: "2", run: "a b", worker: "w", x: "" })') == \
         "?run=a+b&worker=w&span=2&sort=total_us%3Adesc"
+
+
+@pytest.mark.parametrize("total, wanted, expected", [
+    (0, 1, {"page": 1, "pages": 1, "start": 0, "end": 0}),
+    (120, 1, {"page": 1, "pages": 3, "start": 0, "end": 50}),
+    (120, 3, {"page": 3, "pages": 3, "start": 100, "end": 120}),
+    (120, 9, {"page": 3, "pages": 3, "start": 100, "end": 120}),   # past the end: the last page
+    (120, "junk", {"page": 1, "pages": 3, "start": 0, "end": 50}),  # from a hand-edited URL
+    (120, 0, {"page": 1, "pages": 3, "start": 0, "end": 50}),
+    (50, 2, {"page": 1, "pages": 1, "start": 0, "end": 50}),
+], ids=lambda v: str(v) if not isinstance(v, dict) else "")
+def test_page_range_clamps(lib, total, wanted, expected):
+    assert lib(f"table.pageRange({total}, {wanted!r})") == expected
+
+
+def test_range_text_and_filter(lib):
+    assert lib("table.rangeText({ start: 50, end: 100 }, 1234)") == "51–100 of 1,234"
+    assert lib("table.rangeText({ start: 0, end: 0 }, 0)") == "No rows"
+    rows = '[{ name: "aten::Conv2d" }, { name: "aten::mm" }, { name: "cudnn_conv" }]'
+    assert lib(f'table.filterRows({rows}, "CONV").map((r) => r.name)') == ["aten::Conv2d", "cudnn_conv"]
+    assert lib(f'table.filterRows({rows}, "  ").length') == 3
+    assert lib(f'table.filterRows({rows}, "mm", (r) => r.name.slice(0, 4)).length') == 0
+
+
+def test_table_paginates_and_sorting_returns_to_page_one(lib):
+    result = lib("""(() => {
+        const pages = [];
+        const rows = Array.from({ length: 120 }, (_, i) => ({ name: `op${i}`, t: i }));
+        const block = table.buildTable({
+            columns: [{ key: "name", label: "Name" }, { key: "t", label: "T", numeric: true },
+                      { key: "x", label: "", sortable: false, render: (row) => dom.el("b", { text: row.name }) }],
+            rows, pageSize: 50, page: 3, onPage: (p) => pages.push(p),
+        });
+        const names = () => [...block.querySelectorAll("tbody tr td:first-child")].map((td) => td.textContent);
+        const range = () => block.querySelector('[data-testid="pager-range"]').textContent;
+        const button = (name) => block.querySelector(`[data-testid="pager-${name}"]`);
+        const out = { start: [range(), names()[0], button("next").disabled, block.querySelectorAll("th button").length] };
+        button("prev").click();
+        out.prev = [range(), names()[0]];
+        block.querySelector("th button").click();  // sort by name: back to page 1
+        out.sorted = [range(), names()[0]];
+        out.pages = pages;
+        out.bold = block.querySelectorAll("tbody b").length;
+        return out;
+    })()""")
+    assert result["start"] == ["101–120 of 120", "op100", True, 2]  # the actions column has no sort button
+    assert result["prev"] == ["51–100 of 120", "op50"]
+    assert result["sorted"] == ["1–50 of 120", "op0"]
+    assert result["pages"] == [2, 1]
+    assert result["bold"] == 50
+
+
+def test_table_truncated_cells_keep_the_full_text_as_title(lib):
+    long = "void cutlass::Kernel<" + "x" * 400 + ">"
+    result = lib(f"""(() => {{
+        const wrap = table.buildTable({{ columns: [{{ key: "name", label: "Name", truncate: true }}], rows: [{{ name: {long!r} }}] }});
+        const span = wrap.querySelector("td span");
+        return [span.textContent, span.title];
+    }})()""")
+    assert result == [long, long]
+
+
+@pytest.mark.parametrize("text, top", [("", 10), (None, 10), ("5", 5), ("0", 1), ("999", 50), ("x", 10), ("7.6", 8)],
+                         ids=lambda v: repr(v))
+def test_parse_top(lib, text, top):
+    assert lib(f"pie.parseTop({'null' if text is None else repr(text)})") == top
+
+
+def test_top_slices_keep_shares_of_the_whole(lib):
+    result = lib("""pie.topSlices([
+        { key: "a", name: "a", value: 10 }, { key: "b", name: "b", value: 50 }, { key: "z", name: "z", value: 0 },
+        { key: "c", name: "c", value: 25 }, { key: "d", name: "d", value: 15 },
+    ], 2, "operators")""")
+    # 10 + 50 + 25 + 15 = 100: the top 2 (b, c), then Other = a + d = 25; zero-time rows are left out.
+    assert result["total"] == 100
+    assert [(s["name"], s["value"], s["share_ratio"]) for s in result["slices"]] == [
+        ("b", 50, 0.5), ("c", 25, 0.25), ("Other (2 operators)", 25, 0.25)]
+    one = lib('pie.topSlices([{ key: "a", name: "a", value: 3 }, { key: "b", name: "b", value: 1 }], 1, "kernels")')
+    assert one["slices"][-1]["name"] == "Other (1 kernel)"
+    assert lib('pie.topSlices([{ key: "a", name: "a", value: 3 }], 10).slices.length') == 1
+
+
+def test_pie_labels_are_short_distinct_and_escaped(lib):
+    assert lib('pie.shortLabel("abcdefghij", 6)') == "abcde…"
+    assert lib('pie.shortLabel("autograd::engine::evaluate_function: ConvolutionBackward0", 36, "middle")') == \
+        "autograd::engi… ConvolutionBackward0"
+    labels = lib('pie.uniqueLabels(["void cutlass::Kernel<A>", "void cutlass::Kernel<B>", "short"], 12)')
+    assert labels == ["void cutlas…", "void cutlas… #2", "short"]
+    assert lib('pie.plotlyText("f<float, 2>(x&y)")') == "f&lt;float, 2&gt;(x&amp;y)"
+    assert lib('pie.hoverLines("abcdef", 2, 2)') == "ab<br>c…"
+    trace = lib('pie.pieTrace([{ key: "k", name: "a<b>", label: "a<b>", value: 2, share_ratio: 1, details: [] }])')
+    assert trace["labels"] == ["a&lt;b&gt;"] and "<b>2.0 us</b> (100.00 %)" in trace["customdata"][0]
+
+
+def test_frames_text_links_and_copy(lib):
+    def call(fn: str, frame: dict):
+        import json
+        return lib(f"frames.{fn}({json.dumps(frame)})")
+    rel = {"file": "torch/nn/modules/conv.py", "line": 534, "function": "_conv_forward"}
+    absolute = {"file": "/home/me/my run/train.py", "line": 42, "function": "forward"}
+    windows = {"file": "C:\\work\\main.py", "line": 7, "function": "<module>"}
+    builtin = {"file": None, "line": None, "function": "<built-in method conv2d>"}
+    assert call("frameText", rel) == "torch/nn/modules/conv.py(534): _conv_forward"
+    assert call("frameText", builtin) == "<built-in method conv2d>"
+    assert call("frameCopyText", absolute) == "/home/me/my run/train.py:42"
+    assert call("frameCopyText", builtin) is None
+    assert call("editorHref", rel) is None
+    assert call("editorHref", absolute) == "vscode://file/home/me/my%20run/train.py:42"
+    assert call("editorHref", windows) == "vscode://file/C:/work/main.py:7"
+    assert [call("isLibraryFrame", f) for f in (rel, absolute, builtin)] == [True, False, True]
+    assert call("isLibraryFrame", {"file": "/x/lib/python3.11/site-packages/torchvision/a.py", "line": 1, "function": "f"})

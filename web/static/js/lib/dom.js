@@ -100,3 +100,21 @@ export function renderNote(text) {
   }
   return fragment;
 }
+
+/**
+ * Fills a view's warnings note (a yellow box) from an API's `warnings`; hides it when there are none.
+ * @param {HTMLElement} node
+ * @param {string[]} warnings
+ */
+export function showWarnings(node, warnings) {
+  if (!warnings.length) {
+    node.hidden = true;
+    clear(node);
+    return;
+  }
+  node.replaceChildren(
+    el("div", { class: "note-title", text: warnings.length === 1 ? "Warning" : `${warnings.length} warnings` }),
+    el("ul", {}, warnings.map((w) => el("li", { text: w }))),
+  );
+  node.hidden = false;
+}

@@ -62,15 +62,33 @@ export function layout(overrides = {}) {
  * @returns {Promise<void>}
  */
 export async function draw(node, traces, chartLayout) {
+  // A note shown instead of a chart (see showEmpty) goes before Plotly draws there.
+  if (!node.querySelector(":scope > .plot-container")) node.replaceChildren();
   await plotly().react(node, traces, chartLayout, CONFIG);
 }
 
 /**
- * Frees the charts inside `root` (listeners, WebGL contexts) before their DOM goes away.
+ * Shows a calm note where a chart would be (no data to chart), freeing the chart if one was drawn.
+ * @param {HTMLElement} node
+ * @param {string} text
+ */
+export function showEmpty(node, text) {
+  purgeAll(node);
+  const note = document.createElement("p");
+  note.className = "empty";
+  note.textContent = text;
+  node.replaceChildren(note);
+}
+
+/**
+ * Frees the charts inside `root`, and `root` itself when it is one (listeners, WebGL contexts),
+ * before their DOM goes away.
  * @param {ParentNode} root
  */
 export function purgeAll(root) {
   const P = /** @type {any} */ (window).Plotly;
   if (!P) return;
-  for (const node of root.querySelectorAll(".js-plotly-plot")) P.purge(node);
+  const nodes = [...root.querySelectorAll(".js-plotly-plot")];
+  if (root instanceof Element && root.classList.contains("js-plotly-plot")) nodes.push(root);
+  for (const node of nodes) P.purge(node);
 }

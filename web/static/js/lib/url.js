@@ -59,6 +59,17 @@ export function updateQuery(changes) {
 }
 
 /**
+ * Sets (or, with null, removes) some parameters with a new history entry, then lets the shell show
+ * that state as it does for Back and Forward: it remounts the view when the query changed. For view
+ * state that needs new data, such as a different grouping.
+ * @param {Record<string, string|null|undefined>} changes
+ */
+export function navigate(changes) {
+  writeQuery({ ...readQuery(), ...changes }, { push: true });
+  window.dispatchEvent(new PopStateEvent("popstate"));
+}
+
+/**
  * The page address of a view for a given query state.
  * @param {string} view view name, e.g. "overview"
  * @param {Record<string, string|null|undefined>} state
