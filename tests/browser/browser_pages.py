@@ -5,6 +5,7 @@ Elements are found by `data-view` and `data-testid` only, never by CSS classes o
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
@@ -86,3 +87,92 @@ class OverviewPage(ShellPage):
     def table_steps(self) -> list[str]:
         """The first column of the per-step table's body (step ids)."""
         return self.part("step-table").locator("tbody tr td:first-child").all_inner_texts()
+
+
+class TableViewPage(ShellPage):
+    """A view of controls (group by, top N, search), pies and one paginated table: operator, kernel."""
+
+    pies: tuple[str, ...] = ()
+    table_testid = ""
+
+    def part(self, name: str) -> Locator:
+        return self.root().locator(css_testid(name))
+
+    def wait_drawn(self) -> "TableViewPage":
+        """Waits until every pie holds a chart (or its empty note), the table is there and the view is idle."""
+        expect(self.root()).to_be_visible()
+        for pie in self.pies:
+            expect(self.part(pie).locator(".main-svg, p").first).to_be_attached()
+        expect(self.part(self.table_testid).locator("table, p").first).to_be_attached()
+        expect(self.root()).not_to_have_attribute("aria-busy", "true")
+        return self
+
+    def table(self) -> Locator:
+        return self.part(self.table_testid)
+
+    def rows(self) -> Locator:
+        return self.table().locator("tbody tr")
+
+    def names(self) -> list[str]:
+        """The first column (names) of the rows on screen, in full (cells cut them with CSS only)."""
+        return self.table().locator("tbody tr td:first-child").all_inner_texts()
+
+    def column(self, label: str) -> list[str]:
+        """The texts of the column whose header reads `label`, for the rows on screen."""
+        headers = [h.strip() for h in self.table().locator("thead th").all_inner_texts()]
+        index = headers.index(label) + 1
+        return self.table().locator(f"tbody tr td:nth-child({index})").all_inner_texts()
+
+    def headers(self) -> list[str]:
+        return [" ".join(h.split()) for h in self.table().locator("thead th").all_inner_texts()]
+
+    def sort_by(self, label: str) -> None:
+        # The sorted column's name ends with its arrow (CSS content counts in accessible names).
+        name = re.compile(rf"^{re.escape(label)}\s*[\u25b2\u25bc]?$")
+        self.table().get_by_role("button", name=name).click()
+
+    def pager_range(self) -> Locator:
+        return self.table().locator(css_testid("pager-range"))
+
+    def pager(self, which: str) -> Locator:
+        return self.table().locator(css_testid(f"pager-{which}"))
+
+    def search(self, text: str) -> None:
+        self.part("search").fill(text)
+
+    def group_by(self) -> Locator:
+        return self.part("group-by")
+
+    def slices(self, pie: str) -> Locator:
+        return self.part(pie).locator(".slice")
+
+    def legend(self, pie: str) -> list[str]:
+        return self.part(pie).locator(".legendtext").all_text_contents()
+
+    def row_named(self, name: str) -> Locator:
+        """The table row whose name cell is exactly `name`."""
+        exact = re.compile(f"^{re.escape(name)}$")
+        return self.rows().filter(has=self.page.locator("td:first-child", has_text=exact))
+
+
+class OperatorPage(TableViewPage):
+    view = "operator"
+    pies = ("pie-device-self", "pie-device-total", "pie-host-self", "pie-host-total")
+    table_testid = "op-table"
+
+    def stack_panel(self) -> Locator:
+        return self.part("stack-panel")
+
+    def open_stacks(self, name: str) -> Locator:
+        self.row_named(name).first.locator(css_testid("stacks-button")).click()
+        panel = self.stack_panel()
+        expect(panel).to_be_visible()
+        expect(panel.locator(f'{css_testid("stack")}, {css_testid("stack-error")}, p').first).to_be_attached()
+        expect(panel).not_to_have_attribute("aria-busy", "true")
+        return panel
+
+
+class KernelPage(TableViewPage):
+    view = "kernel"
+    pies = ("pie-kernels", "pie-tensor-cores")
+    table_testid = "kernel-table"
