@@ -149,7 +149,7 @@ export function plotlyText(text) {
  * @param {number} [lines]
  * @returns {string}
  */
-export function hoverLines(text, width = 90, lines = 5) {
+export function hoverLines(text, width = 56, lines = 8) {
   const s = String(text);
   /** @type {string[]} */ const out = [];
   for (let i = 0; i < s.length && out.length < lines; i += width) out.push(s.slice(i, i + width));
