@@ -13,9 +13,10 @@ import { getJSON } from "./lib/api.js";
 import { byTestId, clear, el, showWarnings } from "./lib/dom.js";
 import { NA, formatBytes, formatCount, formatRatio, formatUs } from "./lib/format.js";
 import { draw, showEmpty } from "./lib/plot.js";
-import { DEFAULT_TOP, OTHER_COLOR, parseTop, pieLayout, pieTrace, topSlices } from "./lib/pie.js";
-import { PAGE_SIZE, buildTable, filterRows, parseSort, sortToText } from "./lib/table.js";
-import { navigate, updateQuery, viewHref } from "./lib/url.js";
+import { OTHER_COLOR, pieLayout, pieTrace, topSlices } from "./lib/pie.js";
+import { drawRankedTable, rankedState, toolbar, wireToolbar } from "./lib/ranked.js";
+import { filterRows } from "./lib/table.js";
+import { viewHref } from "./lib/url.js";
 
 /**
  * @typedef {{name: string, calls: number, total_us: number, mean_us: number, max_us: number, min_us: number,
@@ -28,7 +29,6 @@ import { navigate, updateQuery, viewHref } from "./lib/url.js";
  */
 
 const DEFAULT_SORT = Object.freeze({ key: "total_us", desc: true });
-const SEARCH_DELAY_MS = 150;
 
 /** What the tensor-core pie splits kernel time into, with fixed colours. */
 export const TC_SLICES = Object.freeze([
@@ -236,90 +236,34 @@ async function drawPies(node, rows, top, query) {
 export async function mount(root, params, { signal } = {}) {
   const groupBy = parseGroupBy(params.group_by);
   const op = params.op || null;
-  const state = {
-    top: parseTop(params.top),
-    query: params.q || "",
-    sort: parseSort(params.sort, kernelColumns(groupBy)) || DEFAULT_SORT,
-    page: Number(params.page) || 1,
-  };
-  const ui = {
-    groupBy: /** @type {HTMLSelectElement} */ (byTestId(root, "group-by")),
-    top: /** @type {HTMLInputElement} */ (byTestId(root, "top-n")),
-    search: /** @type {HTMLInputElement} */ (byTestId(root, "search")),
-    pies: byTestId(root, "pies"),
-    table: byTestId(root, "kernel-table"),
-    count: byTestId(root, "row-count"),
-    topTitle: byTestId(root, "pie-kernels-title"),
-  };
-  ui.groupBy.value = groupBy;
-  ui.top.value = String(state.top);
-  ui.search.value = state.query;
+  const columns = kernelColumns(groupBy);
+  const state = rankedState(params, columns, DEFAULT_SORT);
+  const ui = toolbar(root, groupBy, state);
+  const pies = byTestId(root, "pies");
+  const topTitle = byTestId(root, "pie-kernels-title");
   drawOpBanner(byTestId(root, "op-banner"), op, params);
 
   const data = await fetchKernels(params, groupBy, op, signal);
   if (signal && signal.aborted) return;
   const rows = data.rows || [];
   showWarnings(byTestId(root, "warnings"), data.warnings || []);
-  const columns = kernelColumns(groupBy);
 
-  function drawTable() {
-    const shown = filterRows(rows, state.query);
-    const noun = groupBy === "name_op" ? "kernel + operator rows" : "kernels";
-    ui.count.textContent = state.query
-      ? `${formatCount(shown.length)} of ${formatCount(rows.length)} ${noun} match “${state.query}”`
-      : `${formatCount(rows.length)} ${noun}`;
-    if (!shown.length) {
-      const text = rows.length ? `No kernel name contains “${state.query}”.`
-        : op ? `No kernels were launched by ${op} or the operators it called.`
-          : "No GPU kernels were recorded in this trace.";
-      ui.table.replaceChildren(el("p", { class: "empty", testid: "table-empty", text }));
-      return;
-    }
-    ui.table.replaceChildren(buildTable({
-      caption: "Kernels",
-      columns,
-      rows: shown,
-      sort: state.sort,
-      pageSize: PAGE_SIZE,
-      page: state.page,
-      onSort: (sort) => {
-        state.sort = sort;
-        updateQuery({ sort: sortToText(sort) });
-      },
-      onPage: (page) => {
-        state.page = page;
-        updateQuery({ page: page === 1 ? null : String(page) });
-      },
-    }));
-  }
-
+  const drawTable = () => drawRankedTable({
+    node: byTestId(root, "kernel-table"),
+    count: ui.count,
+    rows,
+    state,
+    columns,
+    noun: groupBy === "name_op" ? "kernel + operator rows" : "kernels",
+    caption: "Kernels",
+    thing: "kernel",
+    noRows: op ? `No kernels were launched by ${op} or the operators it called.` : "No GPU kernels were recorded in this trace.",
+  });
   const redraw = () => {
-    ui.topTitle.textContent = `Top ${state.top} Kernels by Total Time`;
-    return drawPies(ui.pies, filterRows(rows, state.query), state.top, state.query.trim());
+    topTitle.textContent = `Top ${state.top} Kernels by Total Time`;
+    return drawPies(pies, filterRows(rows, state.query), state.top, state.query.trim());
   };
-
-  let searchTimer = 0;
-  ui.search.addEventListener("input", () => {
-    window.clearTimeout(searchTimer);
-    searchTimer = window.setTimeout(() => {
-      state.query = ui.search.value;
-      state.page = 1;
-      updateQuery({ q: state.query || null, page: null });
-      drawTable();
-      redraw();
-    }, SEARCH_DELAY_MS);
-  }, { signal });
-  ui.top.addEventListener("change", () => {
-    state.top = parseTop(ui.top.value);
-    ui.top.value = String(state.top);
-    updateQuery({ top: state.top === DEFAULT_TOP ? null : String(state.top) });
-    redraw();
-  }, { signal });
-  ui.groupBy.addEventListener("change", () => {
-    navigate({ group_by: ui.groupBy.value === "name" ? null : ui.groupBy.value, page: null });
-  }, { signal });
-  if (signal) signal.addEventListener("abort", () => window.clearTimeout(searchTimer));
-
+  wireToolbar(ui, state, { drawTable, drawPies: redraw, signal });
   drawTable();
   await redraw();
 }

@@ -8,7 +8,7 @@
  */
 
 import { getJSON } from "./lib/api.js";
-import { byTestId, clear, el, inlineCode } from "./lib/dom.js";
+import { byTestId, clear, el, inlineCode, showWarnings } from "./lib/dom.js";
 import {
   STEP_CATEGORIES, fieldLabel, formatBytes, formatField, formatRatio, formatText, formatUs, timeAxis,
 } from "./lib/format.js";
@@ -268,20 +268,6 @@ function emptyNote(node, text) {
   node.replaceChildren(el("p", { class: "empty", text }));
 }
 
-/** @param {HTMLElement} node @param {string[]} warnings */
-function drawWarnings(node, warnings) {
-  if (!warnings.length) {
-    node.hidden = true;
-    clear(node);
-    return;
-  }
-  node.replaceChildren(
-    el("div", { class: "note-title", text: warnings.length === 1 ? "Warning" : `${warnings.length} warnings` }),
-    el("ul", {}, warnings.map((w) => el("li", { text: w }))),
-  );
-  node.hidden = false;
-}
-
 /** @param {HTMLElement} node @param {Gpu[]} gpus */
 function drawGpus(node, gpus) {
   if (!gpus.length) {
@@ -397,7 +383,7 @@ export async function mount(root, params, { signal } = {}) {
   if (signal && signal.aborted) return;
   const steps = data.steps || [];
   const average = data.average;
-  drawWarnings(byTestId(root, "warnings"), data.warnings || []);
+  showWarnings(byTestId(root, "warnings"), data.warnings || []);
   drawGpus(byTestId(root, "gpu-summary"), data.gpus || []);
   drawSummary(byTestId(root, "average-step"), byTestId(root, "execution-summary"), average, steps.length);
   drawRecommendations(byTestId(root, "recommendations"), data.recommendations || []);
