@@ -41,6 +41,22 @@ def test_format_bytes_is_1024_based_like_the_plugin(lib, n, text):
     assert lib(f"format.formatBytes({'null' if n is None else n})") == text
 
 
+@pytest.mark.parametrize("name, short", [
+    ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
+     "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)", "cunn_SoftMaxForward"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> >"
+     "(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)", "vectorized_elementwise_kernel"),
+    ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_tn_align4>"
+     "(cutlass_80_tensorop_s1688gemm_128x128_32x3_tn_align4::Params)",
+     "Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_tn_align4>"),
+    ("nvjet_sm90_tst_64x64_64x13_2x1_v_bz_NNT", "nvjet_sm90_tst_64x64_64x13_2x1_v_bz_NNT"),
+    ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"),
+    ("(weird", "(weird"),
+], ids=lambda v: v[:24])
+def test_short_kernel_name(lib, name, short):
+    assert lib(f"format.shortKernelName({name!r})") == short
+
+
 def test_format_ratio_and_fields(lib):
     assert lib("format.formatRatio(0.55514)") == "55.51 %"
     assert lib("format.formatRatio(0.4, 0)") == "40 %"

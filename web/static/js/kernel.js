@@ -11,7 +11,7 @@
 
 import { getJSON } from "./lib/api.js";
 import { byTestId, clear, el, showWarnings } from "./lib/dom.js";
-import { NA, formatBytes, formatCount, formatRatio, formatUs } from "./lib/format.js";
+import { NA, formatBytes, formatCount, formatRatio, formatUs, shortKernelName } from "./lib/format.js";
 import { draw, showEmpty } from "./lib/plot.js";
 import { OTHER_COLOR, pieLayout, pieTrace, topSlices } from "./lib/pie.js";
 import { drawRankedTable, rankedState, toolbar, wireToolbar } from "./lib/ranked.js";
@@ -89,7 +89,7 @@ export function kernelSlices(rows, top) {
   return topSlices([...totals].map(([name, value]) => ({
     key: name,
     name,
-    label: name.replace(/^void /, ""),
+    label: shortKernelName(name),
     value,
   })), top, "kernels");
 }

@@ -136,3 +136,57 @@ export function fieldLabel(key) {
 export function formatText(value) {
   return value === null || value === undefined || value === "" ? NA : String(value);
 }
+
+/** Kernel entry points named after a generic wrapper: their first template argument says what they run. */
+const GENERIC_KERNEL = /^(?:Kernel\d*|device_kernel|kernel)$/;
+
+/**
+ * Splits `text` at depth 0 into the part outside brackets and the first `<...>` group's inside.
+ * @param {string} text
+ * @returns {{outside: string, firstTemplate: string}}
+ */
+function splitBrackets(text) {
+  let outside = "";
+  let firstTemplate = "";
+  let depth = 0;
+  let inFirst = false;
+  let seenTemplate = false;
+  for (const ch of text) {
+    if (ch === "<" || ch === "(") {
+      if (depth === 0 && ch === "<" && !seenTemplate) inFirst = true;
+      else if (inFirst) firstTemplate += ch;
+      depth += 1;
+    } else if (ch === ">" || ch === ")") {
+      depth = Math.max(0, depth - 1);
+      if (depth === 0 && inFirst) {
+        inFirst = false;
+        seenTemplate = true;
+      } else if (inFirst) firstTemplate += ch;
+    } else if (depth === 0) {
+      outside += ch;
+    } else if (inFirst) {
+      firstTemplate += ch;
+    }
+  }
+  return { outside, firstTemplate };
+}
+
+/**
+ * A kernel's name without return type, namespaces, template arguments and parameters, for chart
+ * labels: "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>(float*, ...)"
+ * becomes "cunn_SoftMaxForward". Generic wrappers keep their first template argument
+ * ("Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_tn_align4>"). Unparsable names come back whole.
+ * @param {string} name
+ * @returns {string}
+ */
+export function shortKernelName(name) {
+  const text = String(name).trim().replace(/^void\s+/, "");
+  const { outside, firstTemplate } = splitBrackets(text);
+  const base = outside.split("::").filter(Boolean).pop() || "";
+  if (!base.trim()) return text;
+  if (GENERIC_KERNEL.test(base) && firstTemplate) {
+    const arg = firstTemplate.split(",")[0].trim();
+    return `${base}<${splitBrackets(arg).outside.split("::").filter(Boolean).pop() || arg}>`;
+  }
+  return base.trim();
+}
