@@ -15,8 +15,10 @@ from __future__ import annotations
 import itertools
 import logging
 import multiprocessing
+import os
 import queue
 import threading
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -193,6 +195,17 @@ _worker_progress: Any = None  # this worker process's end of the progress queue
 def _init_worker(progress: Any) -> None:
     global _worker_progress
     _worker_progress = progress
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), name="profboard-orphan-watch",
+                     daemon=True).start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """A worker outlives its server when the server dies without shutting the pool down (killed,
+    or uvicorn re-raising SIGTERM after its graceful shutdown): workers hold both ends of their
+    task queue, so they would wait forever, holding their memory. Leave when the parent is gone."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(0)
 
 
 def _load_in_worker(task: int, path: str, size: int, mtime: float, cache_dir: str | None,

@@ -545,3 +545,32 @@ def test_server_log_has_no_unhandled_errors(api_server):
     # Runs last in this file: by now every request above has been answered.
     log = api_server.log()
     assert "unhandled error" not in log and "Traceback" not in log, log
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.add(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("how", ["terminate", "kill"])
+def test_loader_processes_end_with_the_server(start_server, api_logdir, tmp_path, how):
+    """Killed or terminated, the server leaves no loader processes behind holding memory."""
+    server = start_server(api_logdir, tmp_path, expect=GOOD_RUNS)
+    workers = _children(server.process.pid)
+    assert workers, "the server runs no loader processes"
+    getattr(server.process, how)()
+    server.process.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(Path(f"/proc/{w}").exists() for w in workers):
+        time.sleep(0.2)
+    left = [w for w in workers if Path(f"/proc/{w}").exists()
+            and Path(f"/proc/{w}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert not left, f"loader processes outlived the server: {left}"
