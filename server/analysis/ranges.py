@@ -97,3 +97,21 @@ def sweep_sum(starts: np.ndarray, ends: np.ndarray, values: np.ndarray) -> tuple
     times, delta = times[order], delta[order]
     level = np.cumsum(delta)
     return times[:-1], times[1:], level[:-1]
+
+
+def bucket_means(starts: np.ndarray, ends: np.ndarray, levels: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Mean level over each bucket [edges[i], edges[i+1]) of disjoint, sorted segments carrying
+    `levels` (0 outside them). The integral is interpolated at the edges, so it costs two
+    searches, not a loop over buckets."""
+    if len(starts) == 0:
+        return np.zeros(max(len(edges) - 1, 0))
+    # Cumulative integral at every segment boundary; linear inside a segment, flat between.
+    points = np.empty(2 * len(starts))
+    points[0::2], points[1::2] = starts, ends
+    area = np.zeros(len(points))
+    area[1::2] = (ends - starts) * levels
+    cumulative = np.cumsum(area)
+    at_edges = np.interp(edges, points, cumulative, left=0.0, right=cumulative[-1])
+    widths = np.diff(edges)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(widths > 0, np.diff(at_edges) / np.where(widths > 0, widths, 1), 0.0)

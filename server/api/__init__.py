@@ -18,9 +18,10 @@ from ..analysis import optree as optree_analysis
 from ..analysis import overview as overview_analysis
 from ..analysis import steps as steps_analysis
 from ..analysis import tensor_cores as tensor_cores_analysis
+from ..analysis import timeline as timeline_analysis
 from ..trace.schema import Kind
 from ..trace.tables import TraceTables
-from . import kernels, operators, overview
+from . import kernels, operators, overview, trace
 
 log = logging.getLogger("profboard")
 
@@ -47,6 +48,7 @@ VIEWS: tuple[View, ...] = (
     View("operator", "Operator", operators.router, _has(Kind.CPU_OP), _about(operators_analysis, optree_analysis)),
     View("kernel", "Kernel", kernels.router, _has(Kind.KERNEL),
          _about(kernels_analysis, optree_analysis, tensor_cores_analysis)),
+    View("trace", "Trace", trace.router, lambda tables: len(tables.events) > 0, _about(timeline_analysis)),
 )
 
 

@@ -60,7 +60,8 @@ def op_tree(sel: Selection, memo: Memo) -> OpTree:
     return memo.get(sel.tables, ("optree",), lambda: build_op_tree(sel.tables.events))
 
 
-def _instances(sel: Selection, memo: Memo):
+def op_instances_of(sel: Selection, memo: Memo):
+    """The selected trace's operator calls and their call stacks (shared with the trace view)."""
     return memo.get(sel.tables, ("op_instances",), lambda: op_instances(sel.tables.events, op_tree(sel, memo)))
 
 
@@ -70,7 +71,7 @@ def get_operators(sel: Selection = Depends(select), memo: Memo = Depends(get_mem
                   ) -> dict[str, Any]:
     """Every operator with calls, host/device self and total time (us) and tensor-core shares."""
     def compute() -> dict[str, Any]:
-        instances, _ = _instances(sel, memo)
+        instances, _ = op_instances_of(sel, memo)
         return {"group_by": group_by, "rows": operator_table(instances, group_by),
                 "warnings": tree_warnings(sel.tables.events, op_tree(sel, memo))}
     return memo.get(sel.tables, ("operators", group_by), compute)
@@ -83,7 +84,7 @@ def get_operator_stacks(sel: Selection = Depends(select), memo: Memo = Depends(g
                         input_shape: str | None = Query(None, description="Only calls with these input shapes")
                         ) -> dict[str, Any]:
     """The distinct Python call stacks of one operator, each with its own numbers; frames innermost first."""
-    instances, stacks = _instances(sel, memo)
+    instances, stacks = op_instances_of(sel, memo)
     warnings = [] if (instances["name"] == name).any() else [f"This trace has no operator named {name!r}."]
     rows = memo.get(sel.tables, ("stacks", name, input_shape),
                     lambda: stack_table(instances, stacks, name, input_shape))

@@ -1,0 +1,371 @@
+"""Trace view: every event on a timeline, one lane per thread or GPU stream, at any zoom.
+
+- Lanes: one per (process, thread) on the host and per (device, stream) on the GPU, ordered as
+  the trace's own sort indexes ask. Within a lane, events nest by time (a child starts inside
+  its parent); each nesting level is a row, and events that overlap on a GPU stream go to
+  extra rows, so none is hidden under another.
+- Level of detail: for a window and a width in pixels, events at least `MIN_BOX_PX` wide come
+  back as boxes; runs of narrower ones on a row come back as merged blocks with their count and
+  busy time. Boxes and merged blocks together account for every event in the window.
+- Counters: GPU utilization (share of time with a kernel running) and Est. SM efficiency
+  (blocks per SM, capped at 1, summed over concurrent kernels) per device, averaged per pixel;
+  memory allocated / reserved per device (the highest value in each pixel); and the trace's
+  own `ph: "C"` counters (the highest value in each pixel).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..trace.schema import DEVICE_KINDS, Kind
+from ..trace.tables import TraceTables
+from . import ranges
+from .optree import nest, thread_key
+from .records import clean_row
+
+MIN_BOX_PX = 1.5
+MAX_BOXES_PER_LANE = 4000
+MAX_SEARCH_MATCHES = 1000
+KINDS = [k.name.lower() for k in Kind]
+_GPU_SIDE = (*DEVICE_KINDS, Kind.GPU_USER_ANNOTATION)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Events placed on lanes and rows. `order` lists event rows sorted by lane, row and start;
+    `segments[(lane, row)]` is the slice of `order` on that row."""
+
+    lanes: list[dict[str, Any]]
+    order: np.ndarray
+    start: np.ndarray  # per position in `order`
+    end: np.ndarray  # real end
+    dur: np.ndarray  # as recorded (end - start loses nanoseconds at trace timestamps)
+    reach: np.ndarray  # end clipped to the parent: non-decreasing along a row
+    overhang: np.ndarray  # positions whose end was clipped (reach < end), sorted
+    segments: dict[tuple[int, int], tuple[int, int]]
+    lane_of: np.ndarray  # per events row, -1 for events not on the timeline
+    row_of: np.ndarray
+    extent: tuple[float, float]
+
+
+def _depths(parent: np.ndarray) -> np.ndarray:
+    depth = np.zeros(len(parent), dtype=np.int64)
+    up = parent.copy()
+    while True:
+        live = up >= 0
+        if not live.any():
+            return depth
+        depth[live] += 1
+        up[live] = parent[up[live]]
+
+
+def _label(table: dict[str, Any], key: str) -> dict[str, Any]:
+    entry = table.get(key)
+    return entry if isinstance(entry, dict) else {}
+
+
+def _lane_labels(events: pd.DataFrame, rows: np.ndarray, metadata: dict[str, Any], gpu: bool) -> dict[str, Any]:
+    pid, tid = str(events["pid"].iat[rows[0]]), str(events["tid"].iat[rows[0]])
+    process = _label(metadata.get("processes") or {}, pid)
+    thread = _label(metadata.get("threads") or {}, f"{pid}/{tid}")
+    if gpu:
+        process_label = process.get("labels") or (f"GPU {pid}" if pid.isdigit() else pid)
+        name = (thread.get("name") or "").strip() or (f"stream {tid}" if tid.isdigit() else tid)
+    else:
+        process_label = f"{process.get('name') or 'process'} (pid {pid})" if pid.lstrip("-").isdigit() else pid
+        name = (thread.get("name") or "").strip() or f"thread {tid}"
+    def order(entry: dict[str, Any], fallback: str) -> tuple[int, float, str]:
+        index = entry.get("sort_index")
+        if isinstance(index, (int, float)):
+            return (0, float(index), fallback)
+        return (1, float(fallback) if fallback.lstrip("-").isdigit() else 0.0, fallback)
+    return {"process": str(process_label), "name": str(name), "kind": "gpu" if gpu else "cpu",
+            "_order": (1 if gpu else 0, order(process, pid), order(thread, tid))}
+
+
+def build_layout(tables: TraceTables) -> Layout:
+    """Lanes, rows and the per-row index of every complete event with a time and duration."""
+    events = tables.events
+    kind = events["kind"].to_numpy()
+    ts = events["ts"].to_numpy()
+    dur = events["dur"].to_numpy()
+    timed = np.flatnonzero(np.isfinite(ts) & np.isfinite(dur) & (dur >= 0))
+    all_threads = thread_key(events)
+    order = timed[np.lexsort((-(ts[timed] + dur[timed]), ts[timed], all_threads[timed]))]
+    threads = all_threads[order]
+    start = ts[order]
+    end = start + dur[order]
+    parent = nest(threads, start, end)
+    depth = _depths(parent)
+    # The clipped end `nest` nests by: a parent's reach bounds its children's.
+    reach = end.copy()
+    for level in range(1, int(depth.max()) + 1 if len(depth) else 0):
+        at = np.flatnonzero(depth == level)
+        reach[at] = np.minimum(reach[at], reach[parent[at]])
+
+    bounds = np.flatnonzero(np.diff(threads)) + 1
+    groups = np.split(np.arange(len(order)), bounds) if len(order) else []
+    lanes = []
+    for positions in groups:
+        rows = order[positions]
+        gpu = bool(np.isin(kind[rows], _GPU_SIDE).mean() > 0.5)
+        lanes.append((_lane_labels(events, rows, tables.metadata, gpu), positions))
+    lanes.sort(key=lambda item: item[0]["_order"])
+
+    lane_sorted = np.empty(len(order), dtype=np.int64)
+    for lane_id, (_, positions) in enumerate(lanes):
+        lane_sorted[positions] = lane_id
+    final = np.lexsort((start, depth, lane_sorted))
+    order, start, end, reach = order[final], start[final], end[final], reach[final]
+    recorded = dur[order]
+    lane_sorted, depth = lane_sorted[final], depth[final]
+    keys = lane_sorted * (int(depth.max()) + 2 if len(depth) else 1) + depth
+    cuts = np.flatnonzero(np.diff(keys)) + 1
+    firsts = np.concatenate([[0], cuts]) if len(keys) else np.empty(0, dtype=np.int64)
+    lasts = np.concatenate([cuts, [len(keys)]]) if len(keys) else np.empty(0, dtype=np.int64)
+    segments = {(int(lane_sorted[a]), int(depth[a])): (int(a), int(b)) for a, b in zip(firsts, lasts)}
+
+    lane_of = np.full(len(events), -1, dtype=np.int64)
+    row_of = np.full(len(events), -1, dtype=np.int64)
+    lane_of[order], row_of[order] = lane_sorted, depth
+    out_lanes = []
+    for lane_id, (label, positions) in enumerate(lanes):
+        label = {k: v for k, v in label.items() if k != "_order"}
+        rows_here = int(depth[lane_sorted == lane_id].max()) + 1
+        out_lanes.append({"id": lane_id, **label, "rows": rows_here, "events": int(len(positions))})
+    extent = (float(start.min()), float(end.max())) if len(start) else (0.0, 0.0)
+    overhang = np.flatnonzero(reach < end)
+    return Layout(out_lanes, order, start, end, recorded, reach, overhang, segments, lane_of, row_of, extent)
+
+
+def _row_window(layout: Layout, lane: int, row: int, lo_us: float, hi_us: float) -> np.ndarray:
+    """Positions (in layout order) of the events of one row overlapping [lo_us, hi_us]."""
+    a, b = layout.segments[(lane, row)]
+    first = a + np.searchsorted(layout.reach[a:b], lo_us, side="left")
+    last = a + np.searchsorted(layout.start[a:b], hi_us, side="right")
+    picked = np.arange(first, max(first, last))
+    # Events whose end was clipped to their parent may still reach into the window.
+    before = layout.overhang[np.searchsorted(layout.overhang, a):np.searchsorted(layout.overhang, first)]
+    late = before[layout.end[before] >= lo_us]
+    return np.concatenate([late, picked]) if len(late) else picked
+
+
+def window(tables: TraceTables, layout: Layout, start_us: float, end_us: float, width_px: int,
+           lanes: list[int] | None = None) -> dict[str, Any]:
+    """Boxes and merged blocks per lane for the window [start_us, end_us] drawn `width_px` wide."""
+    events = tables.events
+    name_codes = events["name"].cat.codes.to_numpy()
+    kind = events["kind"].to_numpy()
+    px_per_us = width_px / max(end_us - start_us, 1e-9)
+    wanted = range(len(layout.lanes)) if lanes is None else [i for i in lanes if 0 <= i < len(layout.lanes)]
+    used_names: dict[int, int] = {}
+    out = []
+    for lane in wanted:
+        positions = [(row, _row_window(layout, lane, row, start_us, end_us))
+                     for row in range(layout.lanes[lane]["rows"]) if (lane, row) in layout.segments]
+        threshold = MIN_BOX_PX
+        while True:
+            wide = sum(int((layout.dur[p] >= threshold / px_per_us).sum()) for _, p in positions)
+            if wide <= MAX_BOXES_PER_LANE:
+                break
+            threshold *= 2
+        boxes: dict[str, list] = {"id": [], "start_us": [], "dur_us": [], "row": [], "name": [], "kind": []}
+        merged: dict[str, list] = {"start_us": [], "end_us": [], "row": [], "count": [], "busy_us": []}
+        for row, picked in positions:
+            if not len(picked):
+                continue
+            s, e, d = layout.start[picked], layout.end[picked], layout.dur[picked]
+            is_wide = d * px_per_us >= threshold
+            rows = layout.order[picked[is_wide]]
+            boxes["id"] += rows.tolist()
+            boxes["start_us"] += s[is_wide].tolist()
+            boxes["dur_us"] += d[is_wide].tolist()
+            boxes["row"] += [row] * len(rows)
+            boxes["name"] += [used_names.setdefault(int(c), len(used_names)) for c in name_codes[rows]]
+            boxes["kind"] += kind[rows].tolist()
+            _merge_narrow(merged, row, np.flatnonzero(~is_wide), s, e, d, start_us, px_per_us)
+        out.append({"id": lane, "boxes": boxes, "merged": merged})
+    categories = events["name"].cat.categories
+    names = [""] * len(used_names)
+    for code, index in used_names.items():
+        names[index] = str(categories[code]) if code >= 0 else ""
+    return {"start_us": start_us, "end_us": end_us, "width_px": width_px, "names": names, "lanes": out}
+
+
+def _merge_narrow(merged: dict[str, list], row: int, narrow: np.ndarray, s: np.ndarray, e: np.ndarray,
+                  d: np.ndarray, origin: float, px_per_us: float) -> None:
+    """Runs of narrow events with less than a pixel between them (and no box) become one block."""
+    if not len(narrow):
+        return
+    s, e, d = s[narrow], e[narrow], d[narrow]
+    start_px = (s - origin) * px_per_us
+    end_px = (e - origin) * px_per_us
+    new = np.ones(len(narrow), dtype=bool)
+    new[1:] = (np.diff(narrow) != 1) | (start_px[1:] - end_px[:-1] > 1.0)
+    first = np.flatnonzero(new)
+    merged["start_us"] += s[first].tolist()
+    merged["end_us"] += np.maximum.reduceat(e, first).tolist()
+    merged["row"] += [row] * len(first)
+    merged["count"] += np.diff(np.append(first, len(narrow))).tolist()
+    merged["busy_us"] += np.add.reduceat(d, first).tolist()
+
+
+def search(tables: TraceTables, layout: Layout, query: str, regex: bool = False) -> dict[str, Any]:
+    """Events on the timeline whose name contains `query` (case-insensitive; or matches it as a
+    regular expression), by start time. Raises re.error for a bad pattern."""
+    pattern = re.compile(query if regex else re.escape(query), re.IGNORECASE)
+    names = tables.events["name"]
+    hit_codes = np.array([bool(pattern.search(str(c))) for c in names.cat.categories] + [False])
+    codes = names.cat.codes.to_numpy()
+    rows = np.flatnonzero(hit_codes[np.where(codes >= 0, codes, len(hit_codes) - 1)] & (layout.lane_of >= 0))
+    rows = rows[np.argsort(tables.events["ts"].to_numpy()[rows], kind="stable")]
+    shown = rows[:MAX_SEARCH_MATCHES]
+    ts = tables.events["ts"].to_numpy()
+    dur = tables.events["dur"].to_numpy()
+    matches = [clean_row({"id": int(r), "name": str(names.iat[r]), "lane": int(layout.lane_of[r]),
+                          "start_us": ts[r], "dur_us": dur[r]}) for r in shown]
+    return {"q": query, "total": int(len(rows)), "matches": matches}
+
+
+def counters(tables: TraceTables, start_us: float, end_us: float, width_px: int) -> list[dict[str, Any]]:
+    """Counter series over the window, one value per pixel (see the note above)."""
+    buckets = int(max(1, min(width_px, 2000)))
+    edges = np.linspace(start_us, end_us, buckets + 1)
+    t = edges[:-1].tolist()
+    series = []
+    events = tables.events
+    kernels = events[events["kind"].to_numpy() == Kind.KERNEL]
+    if len(kernels):
+        device = kernels["device"].to_numpy()
+        ks = kernels["ts"].to_numpy()
+        ke = ks + kernels["dur"].to_numpy()
+        blocks = kernels["blocks_per_sm"].to_numpy()
+        for dev in sorted(set(device.tolist())):
+            on = device == dev
+            busy_s, busy_e = ranges.union(ks[on], ke[on])
+            util = ranges.bucket_means(busy_s, busy_e, np.ones(len(busy_s)), edges)
+            series.append(_series(f"gpu{dev}_utilization", f"GPU {dev} utilization", "ratio", t, util))
+            has = on & np.isfinite(blocks) & (blocks > 0)
+            if has.any():
+                seg_s, seg_e, level = ranges.sweep_sum(ks[has], ke[has], blocks[has])
+                eff = ranges.bucket_means(seg_s, seg_e, np.clip(level, 0.0, 1.0), edges)
+                series.append(_series(f"gpu{dev}_sm_efficiency", f"GPU {dev} Est. SM efficiency", "ratio", t, eff))
+    memory = tables.memory
+    if len(memory):
+        for (device_type, device_id), group in memory.groupby(["device_type", "device_id"], sort=True):
+            where = "CPU" if device_type == 0 else f"GPU {device_id}"
+            ident = "cpu" if device_type == 0 else f"gpu{device_id}"
+            for column, label in (("total_allocated", "allocated"), ("total_reserved", "reserved")):
+                values = group[column].to_numpy()
+                if np.isfinite(values).any():
+                    series.append(_series(f"{ident}_memory_{label}", f"{where} memory {label}", "bytes", t,
+                                          _bucket_max(group["ts"].to_numpy(), values, edges)))
+    trace_counters = tables.counters
+    if len(trace_counters):
+        for (name, key), group in trace_counters.groupby(["name", "series"], sort=True, observed=True):
+            label = str(name) if str(key) in ("", str(name)) else f"{name} {key}"
+            series.append(_series(f"counter:{label}", label, "value", t,
+                                  _bucket_max(group["ts"].to_numpy(), group["value"].to_numpy(), edges)))
+    return series
+
+
+def _bucket_max(ts: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Per bucket, the highest sample in it, else the last sample before it (a step plot)."""
+    order = np.argsort(ts, kind="stable")
+    ts, values = ts[order], values[order]
+    out = np.full(len(edges) - 1, np.nan)
+    bucket = np.searchsorted(edges, ts, side="right") - 1
+    inside = (bucket >= 0) & (bucket < len(out)) & np.isfinite(values)
+    if inside.any():
+        np.fmax.at(out, bucket[inside], values[inside])
+    before = np.searchsorted(ts, edges[:-1], side="left") - 1
+    carried = np.where(before >= 0, values[np.maximum(before, 0)], np.nan)
+    return np.where(np.isnan(out), carried, out)
+
+
+def _series(ident: str, name: str, unit: str, t: list[float], values: np.ndarray) -> dict[str, Any]:
+    return {"id": ident, "name": name, "unit": unit, "t_us": t,
+            "value": [None if not np.isfinite(v) else round(float(v), 6) for v in values]}
+
+
+_DETAIL_COLUMNS = ("external_id", "correlation", "device", "stream", "grid", "block", "registers_per_thread",
+                   "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy", "bytes", "input_dims",
+                   "input_type", "sequence_number", "fwd_thread_id", "python_id", "python_parent_id",
+                   "python_module_id")
+
+
+def _brief(tables: TraceTables, layout: Layout, row: int, relation: str) -> dict[str, Any]:
+    events = tables.events
+    return clean_row({"relation": relation, "id": int(row), "name": str(events["name"].iat[row]),
+                      "start_us": events["ts"].iat[row], "dur_us": events["dur"].iat[row],
+                      "lane": int(layout.lane_of[row])})
+
+
+def event_links(tables: TraceTables, layout: Layout, launcher: np.ndarray, tree_rows: np.ndarray,
+                parent: np.ndarray, row: int) -> list[dict[str, Any]]:
+    """Events tied to `row`: launch call and kernels (correlation), operator and parent (operator
+    tree), forward/backward operator (fwdbwd flows)."""
+    events = tables.events
+    kind = events["kind"].to_numpy()
+    correlation = events["correlation"].to_numpy()
+    links = []
+    k = kind[row]
+    if correlation[row] >= 0 and k in (*DEVICE_KINDS, Kind.RUNTIME, Kind.DRIVER):
+        other = (Kind.RUNTIME, Kind.DRIVER) if k in DEVICE_KINDS else DEVICE_KINDS
+        for r in np.flatnonzero((correlation == correlation[row]) & np.isin(kind, other)):
+            links.append(_brief(tables, layout, r, "launched by" if k in DEVICE_KINDS else "launches"))
+    node = launcher[row]
+    if node >= 0:
+        links.append(_brief(tables, layout, tree_rows[node], "operator"))
+    own = np.flatnonzero(tree_rows == row)
+    if len(own) and parent[own[0]] >= 0:
+        links.append(_brief(tables, layout, tree_rows[parent[own[0]]], "parent"))
+    if len(own):
+        launched = np.flatnonzero((launcher == own[0]) & np.isin(kind, DEVICE_KINDS))
+        links += [_brief(tables, layout, r, "launches") for r in launched[:50]]
+    flows = tables.flows
+    if len(flows) and k == Kind.CPU_OP:
+        links += _fwdbwd(tables, layout, row)
+    return [link for link in links if link["lane"] >= 0]
+
+
+def _fwdbwd(tables: TraceTables, layout: Layout, row: int) -> list[dict[str, Any]]:
+    events, flows = tables.events, tables.flows
+    fwd = flows[(flows["cat"] == "fwdbwd").to_numpy()]
+    if not len(fwd):
+        return []
+    pid, tid, ts = str(events["pid"].iat[row]), str(events["tid"].iat[row]), events["ts"].iat[row]
+    here = fwd[(fwd["pid"].astype(str) == pid).to_numpy() & (fwd["tid"].astype(str) == tid).to_numpy()
+               & np.isclose(fwd["ts"].to_numpy(), ts, rtol=0, atol=1e-3)]
+    out = []
+    for _, point in here.iterrows():
+        ends = fwd[(fwd["id"] == point["id"]).to_numpy() & (fwd["ph"] != point["ph"]).to_numpy()]
+        for _, other in ends.iterrows():
+            match = np.flatnonzero((events["kind"].to_numpy() == Kind.CPU_OP)
+                                   & (events["pid"].astype(str).to_numpy() == str(other["pid"]))
+                                   & (events["tid"].astype(str).to_numpy() == str(other["tid"]))
+                                   & np.isclose(events["ts"].to_numpy(), other["ts"], rtol=0, atol=1e-3))
+            relation = "backward" if point["ph"] == "s" else "forward"
+            out += [_brief(tables, layout, r, relation) for r in match[:1]]
+    return out
+
+
+def event_fields(tables: TraceTables, row: int) -> dict[str, Any]:
+    """The recorded fields of one event, absent ones left out."""
+    events = tables.events
+    fields = {}
+    for column in _DETAIL_COLUMNS:
+        value = events[column].iat[row]
+        if value is None or (isinstance(value, float) and not np.isfinite(value)):
+            continue
+        if isinstance(value, (int, np.integer)) and value == -1:
+            continue
+        if isinstance(value, str) and not value:
+            continue
+        fields[column] = value
+    return clean_row(fields)

@@ -1,0 +1,253 @@
+"""GET /api/trace/*: the timeline's lanes, windows at any zoom, event details, search, counters,
+and the original file."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Iterator
+
+import fsspec
+import numpy as np
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import FileResponse, StreamingResponse
+from pydantic import BaseModel
+
+from ..analysis import timeline
+from ..analysis.callstacks import parse_frame
+from ..analysis.records import clean_row
+from ..analysis.steps import detect_steps
+from .deps import Memo, Selection, get_memo, select
+from .errors import BadParameter, NotFound
+from .operators import op_instances_of, op_tree
+
+
+class Lane(BaseModel):
+    id: int
+    process: str
+    name: str
+    kind: str
+    rows: int
+    events: int
+
+
+class StepRange(BaseModel):
+    step: str
+    start_us: float
+    end_us: float
+
+
+class Lanes(BaseModel):
+    start_us: float
+    end_us: float
+    lanes: list[Lane]
+    steps: list[StepRange]
+    kinds: list[str]
+    warnings: list[str]
+
+
+class Boxes(BaseModel):
+    id: list[int]
+    start_us: list[float]
+    dur_us: list[float]
+    row: list[int]
+    name: list[int]
+    kind: list[int]
+
+
+class Merged(BaseModel):
+    start_us: list[float]
+    end_us: list[float]
+    row: list[int]
+    count: list[int]
+    busy_us: list[float]
+
+
+class LaneWindow(BaseModel):
+    id: int
+    boxes: Boxes
+    merged: Merged
+
+
+class Window(BaseModel):
+    start_us: float
+    end_us: float
+    width_px: int
+    names: list[str]
+    lanes: list[LaneWindow]
+    warnings: list[str]
+
+
+class Link(BaseModel):
+    relation: str
+    id: int
+    name: str
+    start_us: float
+    dur_us: float
+    lane: int
+
+
+class Frame(BaseModel):
+    file: str | None
+    line: int | None
+    function: str
+
+
+class Event(BaseModel):
+    id: int
+    name: str
+    cat: str
+    kind: str
+    lane: int
+    row: int
+    start_us: float
+    dur_us: float
+    step: str | None
+    fields: dict[str, Any]
+    frames: list[Frame]
+    links: list[Link]
+    warnings: list[str]
+
+
+class Match(BaseModel):
+    id: int
+    name: str
+    lane: int
+    start_us: float
+    dur_us: float
+
+
+class Search(BaseModel):
+    q: str
+    total: int
+    matches: list[Match]
+    warnings: list[str]
+
+
+class Series(BaseModel):
+    id: str
+    name: str
+    unit: str
+    t_us: list[float]
+    value: list[float | None]
+
+
+class Counters(BaseModel):
+    series: list[Series]
+    warnings: list[str]
+
+
+router = APIRouter(tags=["trace"])
+
+
+def _layout(sel: Selection, memo: Memo) -> timeline.Layout:
+    return memo.get(sel.tables, ("timeline",), lambda: timeline.build_layout(sel.tables))
+
+
+def _range(layout: timeline.Layout, start_us: float | None, end_us: float | None) -> tuple[float, float]:
+    lo, hi = layout.extent
+    start = lo if start_us is None else start_us
+    end = hi if end_us is None else end_us
+    if not (np.isfinite(start) and np.isfinite(end)) or end <= start:
+        raise BadParameter(f"end_us must be after start_us (got {start}..{end})")
+    return start, end
+
+
+_START = Query(None, description="Window start, absolute trace microseconds (default: the trace's start)")
+_END = Query(None, description="Window end, absolute trace microseconds (default: the trace's end)")
+_WIDTH = Query(1000, ge=1, le=20000, description="Width of the drawing in pixels")
+
+
+@router.get("/api/trace/lanes", response_model=Lanes)
+def get_lanes(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)) -> dict[str, Any]:
+    """The timeline's lanes (process, thread or stream, rows, event count), extent and steps."""
+    layout = _layout(sel, memo)
+    steps = memo.get(sel.tables, ("steps",), lambda: detect_steps(sel.tables.events))
+    return {
+        "start_us": layout.extent[0], "end_us": layout.extent[1], "lanes": layout.lanes,
+        "steps": [clean_row({"step": n, "start_us": s, "end_us": e}) for n, s, e in zip(steps.names, steps.starts, steps.ends)],
+        "kinds": timeline.KINDS, "warnings": list(sel.tables.warnings),
+    }
+
+
+@router.get("/api/trace/window", response_model=Window)
+def get_window(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
+               start_us: float | None = _START, end_us: float | None = _END, width_px: int = _WIDTH,
+               lanes: str | None = Query(None, description="Comma-separated lane ids (default: all)")
+               ) -> dict[str, Any]:
+    """Per lane, the events wide enough to see at this resolution, and merged blocks for the rest."""
+    layout = _layout(sel, memo)
+    start, end = _range(layout, start_us, end_us)
+    wanted = None
+    if lanes:
+        try:
+            wanted = [int(part) for part in lanes.split(",") if part.strip()]
+        except ValueError:
+            raise BadParameter(f"lanes: expected comma-separated lane ids, got {lanes!r}") from None
+    return {**timeline.window(sel.tables, layout, start, end, width_px, wanted), "warnings": []}
+
+
+@router.get("/api/trace/event", response_model=Event)
+def get_event(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
+              id: int = Query(..., description="Event id, as in window boxes and search matches", examples=[0])
+              ) -> dict[str, Any]:
+    """One event: its fields, step, call stack and the events it is tied to."""
+    layout = _layout(sel, memo)
+    events = sel.tables.events
+    if not (0 <= id < len(events)) or layout.lane_of[id] < 0:
+        raise NotFound(f"this trace has no timeline event {id}")
+    tree = op_tree(sel, memo)
+    _, stacks = op_instances_of(sel, memo)
+    steps = memo.get(sel.tables, ("steps",), lambda: detect_steps(events))
+    ts = float(events["ts"].iat[id])
+    inside = np.flatnonzero((steps.starts <= ts) & (ts < steps.ends))
+    stack = stacks.of_row[id]
+    return clean_row({
+        "id": id, "name": str(events["name"].iat[id]), "cat": str(events["cat"].iat[id]),
+        "kind": timeline.KINDS[int(events["kind"].iat[id])], "lane": int(layout.lane_of[id]),
+        "row": int(layout.row_of[id]), "start_us": ts, "dur_us": float(events["dur"].iat[id]),
+        "step": steps.names[inside[0]] if len(inside) else None,
+        "fields": timeline.event_fields(sel.tables, id),
+        "frames": [parse_frame(f) for f in stacks.frames[stack]] if stack >= 0 else [],
+        "links": timeline.event_links(sel.tables, layout, tree.launcher, tree.rows, tree.parent, id),
+        "warnings": [],
+    })
+
+
+@router.get("/api/trace/search", response_model=Search)
+def get_search(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
+               q: str = Query(..., min_length=1, description="Text the name contains (case-insensitive)",
+                              examples=["ProfilerStep"]),
+               regex: bool = Query(False, description="Treat q as a regular expression")) -> dict[str, Any]:
+    """Timeline events whose name matches, by start time (the first 1000, and the total)."""
+    layout = _layout(sel, memo)
+    try:
+        found = memo.get(sel.tables, ("search", q, regex), lambda: timeline.search(sel.tables, layout, q, regex))
+    except re.error as exc:
+        raise BadParameter(f"q: not a valid regular expression ({exc})") from None
+    return {**found, "warnings": []}
+
+
+@router.get("/api/trace/counters", response_model=Counters)
+def get_counters(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
+                 start_us: float | None = _START, end_us: float | None = _END, width_px: int = _WIDTH
+                 ) -> dict[str, Any]:
+    """Counter tracks over the window, one value per pixel: GPU utilization, SM efficiency, memory, trace counters."""
+    start, end = _range(_layout(sel, memo), start_us, end_us)
+    return {"series": timeline.counters(sel.tables, start, end, width_px), "warnings": []}
+
+
+@router.get("/api/trace/raw", response_class=FileResponse, responses={200: {"content": {"application/octet-stream": {}}}})
+def get_raw(sel: Selection = Depends(select)):
+    """The original trace file, as a download."""
+    path = sel.state.file.path
+    name = os.path.basename(path.rstrip("/")) or "trace.json"
+    if os.path.exists(path):
+        return FileResponse(path, filename=name, media_type="application/octet-stream")
+
+    def chunks() -> Iterator[bytes]:
+        with fsspec.open(path, "rb") as fh:
+            while block := fh.read(1 << 20):
+                yield block
+    return StreamingResponse(chunks(), media_type="application/octet-stream",
+                             headers={"Content-Disposition": f'attachment; filename="{name}"'})
