@@ -54,7 +54,7 @@ def _median_runs(trace: Path, cache: str, repeat: int) -> dict:
 
 
 def _server(trace: Path, requests: int) -> dict:
-    with serve(trace) as (base, ready):
+    with serve(trace) as (base, ready, _):
         lat = {path: percentiles([get(base + path)[1] for _ in range(requests)])
                for path in ("/api/runs", "/api/views", "/api/overview?run=run")}
     return {"start_to_overview_s": ready, "latency": lat}

@@ -35,9 +35,9 @@ def get(url: str) -> tuple[int, float, bytes]:
 
 
 @contextmanager
-def serve(trace: Path, ready_path: str = "/api/overview?run=run", timeout_s: float = 120) -> Iterator[tuple[str, float]]:
+def serve(trace: Path, ready_path: str = "/api/overview?run=run", timeout_s: float = 120) -> Iterator[tuple[str, float, int]]:
     """Starts `profboard` on a logdir holding only `trace` (run "run", empty cache); yields the
-    base URL and the seconds from start to the first 200 on `ready_path`."""
+    base URL, the seconds from start to the first 200 on `ready_path`, and the server's pid."""
     with tempfile.TemporaryDirectory() as logdir, tempfile.TemporaryDirectory() as cache:
         (Path(logdir) / "run").mkdir()
         os.symlink(trace, Path(logdir) / "run" / trace.name)
@@ -57,7 +57,7 @@ def serve(trace: Path, ready_path: str = "/api/overview?run=run", timeout_s: flo
                 if time.perf_counter() - t0 > timeout_s:
                     raise RuntimeError(f"server did not answer {ready_path} in {timeout_s:.0f} s")
                 time.sleep(0.05)
-            yield base, time.perf_counter() - t0
+            yield base, time.perf_counter() - t0, proc.pid
         finally:
             proc.terminate()
             proc.wait(10)
@@ -68,3 +68,14 @@ def percentiles(seconds: list[float]) -> dict[str, float]:
     ordered = sorted(seconds)
     return {"p50_ms": 1000 * statistics.median(ordered),
             "p95_ms": 1000 * ordered[max(0, -(-len(ordered) * 95 // 100) - 1)]}
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """A live process's peak resident memory (Linux), 0 where it cannot be read."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0

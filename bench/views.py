@@ -39,7 +39,7 @@ def _paths(base: str) -> dict[str, str]:
 
 
 def _one_server(trace: Path, requests: int) -> dict:
-    with serve(trace) as (base, ready):
+    with serve(trace) as (base, ready, _):
         cold = {}
         status, first, body = get(f"{base}/api/operators?run=run")  # also builds the shared operator tree
         assert status == 200, body
