@@ -57,6 +57,14 @@ def step_breakdown(events: pd.DataFrame, steps: Steps) -> pd.DataFrame:
     return frame
 
 
+def _step_rows(breakdown: pd.DataFrame, steps: Steps) -> list[dict[str, Any]]:
+    """Breakdown rows with each step's range on the trace clock (for links to the trace view)."""
+    rows = breakdown.to_dict("records")
+    for row, start, end in zip(rows, steps.starts, steps.ends):
+        row["start_us"], row["end_us"] = float(start), float(end)
+    return [clean_row(row) for row in rows]
+
+
 def _device_of_kernels(kernels: pd.DataFrame) -> np.ndarray:
     device = kernels["device"].to_numpy()
     missing = device < 0
@@ -135,7 +143,7 @@ def overview(tables: TraceTables) -> dict[str, Any]:
     events = tables.events
     steps = detect_steps(events)
     breakdown = step_breakdown(events, steps)
-    rows = [clean_row(row) for row in breakdown.to_dict("records")]
+    rows = _step_rows(breakdown, steps)
     average = clean_row({k: float(breakdown[k].mean()) for k in breakdown.columns if k != "step"})
     gpus = gpu_summary(events, steps, tables.metadata.get("deviceProperties") or [])
     return {

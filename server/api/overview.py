@@ -25,6 +25,8 @@ class StepCosts(BaseModel):
 
 class Step(StepCosts):
     step: str
+    start_us: float
+    end_us: float
 
 
 class Gpu(BaseModel):

@@ -194,7 +194,8 @@ def test_overview_shape(api_server):
             "dataloader_us", "cpu_exec_us", "other_us"}
     assert [s["step"] for s in body["steps"]] == ["5", "6", "7"]
     for step in body["steps"]:
-        assert set(step) == keys | {"step"}
+        assert set(step) == keys | {"step", "start_us", "end_us"}
+        assert step["end_us"] - step["start_us"] == pytest.approx(step["total_us"], abs=0.01)
         parts = sum(step[k] for k in keys - {"total_us"})
         assert parts == pytest.approx(step["total_us"], abs=0.01), step
     assert set(body["average"]) == keys
