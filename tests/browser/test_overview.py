@@ -220,3 +220,16 @@ def test_overview_shows_reader_and_analysis_warnings(overview, server, shots):
     expect(overview.part("warnings")).to_contain_text("no ProfilerStep events")
     overview.screenshot(shots, "overview_warnings")
     assert page.errors == []
+
+
+def test_steps_and_evidence_link_to_their_time_range_in_the_trace_view(overview, api):
+    overview.open(f"run={H100_RUN}").wait_drawn()
+    data = api(f"/api/overview?run={H100_RUN}&worker=h100_worker0&span=1")
+    links = overview.part("step-table").locator(f"tbody {css_testid('trace-link')}")
+    expect(links).to_have_count(len(data["steps"]))
+    first = data["steps"][0]
+    href = links.first.get_attribute("href")
+    assert href.startswith("/trace?") and f"run={H100_RUN}" in href
+    assert f"start_us={first['start_us']}" in href and f"end_us={first['end_us']}" in href
+    timed = [e for r in data["recommendations"] for e in r["evidence"] if "start_us" in e]
+    expect(overview.part("recommendations").locator(css_testid("trace-link"))).to_have_count(len(timed))

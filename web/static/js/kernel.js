@@ -16,7 +16,7 @@ import { draw, showEmpty } from "./lib/plot.js";
 import { OTHER_COLOR, pieLayout, pieTrace, topSlices } from "./lib/pie.js";
 import { drawRankedTable, rankedState, toolbar, wireToolbar } from "./lib/ranked.js";
 import { filterRows } from "./lib/table.js";
-import { viewHref } from "./lib/url.js";
+import { traceHref, viewHref } from "./lib/url.js";
 
 /**
  * @typedef {{name: string, calls: number, total_us: number, mean_us: number, max_us: number, min_us: number,
@@ -141,9 +141,10 @@ function tensorCoreCell(row) {
 /**
  * Columns of the kernel table.
  * @param {"name"|"name_op"} groupBy
+ * @param {(row: KernelRow) => Node|null} [actions] the last cell's content (links)
  * @returns {import("./lib/table.js").Column[]}
  */
-export function kernelColumns(groupBy) {
+export function kernelColumns(groupBy, actions) {
   const time = (/** @type {number} */ v) => formatUs(v);
   const byOp = groupBy === "name_op";
   /** @type {import("./lib/table.js").Column[]} */
@@ -184,6 +185,7 @@ export function kernelColumns(groupBy) {
       { key: "shared_memory_bytes", label: "Shared Memory", numeric: true, format: (v) => formatBytes(v) },
     );
   }
+  if (actions) columns.push({ key: "actions", label: "", sortable: false, cellClass: "cell-actions", render: actions });
   return columns;
 }
 
@@ -236,7 +238,10 @@ async function drawPies(node, rows, top, query) {
 export async function mount(root, params, { signal } = {}) {
   const groupBy = parseGroupBy(params.group_by);
   const op = params.op || null;
-  const columns = kernelColumns(groupBy);
+  const columns = kernelColumns(groupBy, (row) => el("a", {
+    class: "action-link", text: "Trace", testid: "trace-link", title: "Find this kernel's runs in the trace view",
+    attrs: { href: traceHref(params, { q: row.name }) },
+  }));
   const state = rankedState(params, columns, DEFAULT_SORT);
   const ui = toolbar(root, groupBy, state);
   const pies = byTestId(root, "pies");

@@ -18,7 +18,7 @@ import { colorMap, pieLayout, pieTrace, topSlices } from "./lib/pie.js";
 import { drawRankedTable, rankedState, toolbar, wireToolbar } from "./lib/ranked.js";
 import { stackPanel } from "./lib/stacks.js";
 import { filterRows } from "./lib/table.js";
-import { viewHref } from "./lib/url.js";
+import { traceHref, viewHref } from "./lib/url.js";
 
 /**
  * @typedef {{name: string, input_shape?: string, calls: number, device_self_us: number,
@@ -207,7 +207,9 @@ export async function mount(root, params, { signal } = {}) {
         if (tr) tr.classList.add("row-selected");
       });
     }
-    return el("span", { class: "actions" }, [kernels, stacks]);
+    const trace = el("a", { class: "action-link", text: "Trace", testid: "trace-link",
+      title: "Find this operator's calls in the trace view", attrs: { href: traceHref(params, { q: row.name }) } });
+    return el("span", { class: "actions" }, [kernels, stacks, trace]);
   };
   const columns = operatorColumns(groupBy, actions);
 

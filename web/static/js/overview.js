@@ -14,13 +14,13 @@ import {
 } from "./lib/format.js";
 import { draw, layout, purgeAll } from "./lib/plot.js";
 import { buildTable, parseSort, sortToText } from "./lib/table.js";
-import { updateQuery } from "./lib/url.js";
+import { traceHref, updateQuery } from "./lib/url.js";
 
 /**
  * @typedef {{total_us: number, kernel_us: number, memcpy_us: number, memset_us: number,
  *            communication_us: number, runtime_us: number, dataloader_us: number,
  *            cpu_exec_us: number, other_us: number}} StepCosts
- * @typedef {StepCosts & {step: string}} Step
+ * @typedef {StepCosts & {step: string, start_us: number, end_us: number}} Step
  * @typedef {{device: number, name: string|null, memory_bytes: number|null, compute_capability: string|null,
  *            utilization_ratio: number|null, sm_efficiency_ratio: number|null,
  *            achieved_occupancy_ratio: number|null, tensor_core_ratio: number|null}} Gpu
@@ -245,13 +245,29 @@ export function sortRecommendations(recommendations) {
 }
 
 /**
- * Columns of the per-step table: step, total, then each category.
+ * A link to the trace view over `item`'s time range, or null when it has none.
+ * @param {{run?: string, worker?: string, span?: string}} selection
+ * @param {{start_us?: number, end_us?: number}} item
+ * @param {string} text
+ * @returns {HTMLElement|null}
+ */
+function traceLink(selection, item, text) {
+  if (typeof item.start_us !== "number" || typeof item.end_us !== "number") return null;
+  return el("a", { class: "trace-link", text, testid: "trace-link", title: "Open this time range in the trace view",
+    attrs: { href: traceHref(selection, { start_us: item.start_us, end_us: item.end_us }) } });
+}
+
+/**
+ * Columns of the per-step table: step (a link to its time range in the trace view), total, then
+ * each category.
+ * @param {{run?: string, worker?: string, span?: string}} [selection]
  * @returns {import("./lib/table.js").Column[]}
  */
-export function stepColumns() {
+export function stepColumns(selection = {}) {
   const time = (/** @type {number} */ v) => formatUs(v);
   return [
-    { key: "step", label: "Step", sortValue: (row) => (Number.isFinite(Number(row.step)) ? Number(row.step) : row.step) },
+    { key: "step", label: "Step", sortValue: (row) => (Number.isFinite(Number(row.step)) ? Number(row.step) : row.step),
+      render: (row) => traceLink(selection, row, String(row.step)) || String(row.step) },
     { key: "total_us", label: "Total", numeric: true, format: time },
     ...STEP_CATEGORIES.map(({ key, label }) => ({ key, label, numeric: true, format: time, title: `${label} time per step` })),
   ];
@@ -314,8 +330,12 @@ function drawSummary(headline, node, average, stepCount) {
   }));
 }
 
-/** @param {HTMLElement} node @param {Recommendation[]} recommendations */
-function drawRecommendations(node, recommendations) {
+/**
+ * @param {HTMLElement} node
+ * @param {Recommendation[]} recommendations
+ * @param {{run?: string, worker?: string, span?: string}} selection
+ */
+function drawRecommendations(node, recommendations, selection) {
   if (!recommendations.length) {
     node.replaceChildren(el("p", { class: "empty", text: "Nothing stood out in this trace." }));
     return;
@@ -329,18 +349,24 @@ function drawRecommendations(node, recommendations) {
       r.detail ? el("p", { class: "rec-detail" }, inlineCode(r.detail)) : null,
       r.evidence && r.evidence.length
         ? el("ul", { class: "rec-evidence", attrs: { "aria-label": "Evidence" } },
-          r.evidence.map((e) => el("li", { text: evidenceText(e) })))
+          r.evidence.map((e) => el("li", {}, [evidenceText(e), " ", traceLink(selection, e, "in the trace")])))
         : null,
     ]))));
 }
 
-/** @param {HTMLElement} node @param {Step[]} steps @param {StepCosts} average @param {string|undefined} sortText */
-function drawStepTable(node, steps, average, sortText) {
+/**
+ * @param {HTMLElement} node
+ * @param {Step[]} steps
+ * @param {StepCosts} average
+ * @param {string|undefined} sortText
+ * @param {{run?: string, worker?: string, span?: string}} selection
+ */
+function drawStepTable(node, steps, average, sortText, selection) {
   if (!steps.length) {
     node.replaceChildren(el("p", { class: "empty", text: "No steps found in this trace." }));
     return;
   }
-  const columns = stepColumns();
+  const columns = stepColumns(selection);
   node.replaceChildren(buildTable({
     caption: "Time per step by category",
     columns,
@@ -386,8 +412,8 @@ export async function mount(root, params, { signal } = {}) {
   showWarnings(byTestId(root, "warnings"), data.warnings || []);
   drawGpus(byTestId(root, "gpu-summary"), data.gpus || []);
   drawSummary(byTestId(root, "average-step"), byTestId(root, "execution-summary"), average, steps.length);
-  drawRecommendations(byTestId(root, "recommendations"), data.recommendations || []);
-  drawStepTable(byTestId(root, "step-table"), steps, average, params.sort);
+  drawRecommendations(byTestId(root, "recommendations"), data.recommendations || [], params);
+  drawStepTable(byTestId(root, "step-table"), steps, average, params.sort, params);
   await Promise.all([
     drawStepChart(byTestId(root, "step-chart"), steps, average),
     drawPie(byTestId(root, "breakdown-pie"), steps, average),

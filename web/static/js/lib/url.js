@@ -78,3 +78,14 @@ export function navigate(changes) {
 export function viewHref(view, state) {
   return `/${encodeURIComponent(view)}${toQuery(state)}`;
 }
+
+/**
+ * The trace view of a selection, zoomed to a time range and/or searching for a name.
+ * @param {{run?: string, worker?: string, span?: string}} selection
+ * @param {{start_us?: number, end_us?: number, q?: string, select?: number}} target
+ * @returns {string}
+ */
+export function traceHref({ run, worker, span }, { start_us, end_us, q, select } = {}) {
+  const text = (/** @type {number|undefined} */ v) => (v === undefined || v === null ? null : String(v));
+  return viewHref("trace", { run, worker, span, start_us: text(start_us), end_us: text(end_us), q, select: text(select) });
+}
