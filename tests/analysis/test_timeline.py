@@ -103,3 +103,21 @@ def test_event_fields_and_links():
     links = timeline.event_links(tables, layout, tree.launcher, tree.rows, tree.parent, mm)
     assert {(l["relation"], l["name"]) for l in links} == {("launches", TC_GEMM)}
     assert timeline.event_fields(tables, kernel)["correlation"] == corr
+
+
+def test_forward_and_backward_ops_link_through_fwdbwd_flows():
+    t = Trace()
+    t.op("aten::mm", 0, 10)
+    t.op("MmBackward0", 100, 20, tid=2000)
+    t.add({"ph": "s", "cat": "fwdbwd", "name": "fwdbwd", "id": 7, "pid": 1000, "tid": 1000, "ts": 0})
+    t.add({"ph": "f", "cat": "fwdbwd", "name": "fwdbwd", "id": 7, "pid": 1000, "tid": 2000, "ts": 100, "bp": "e"})
+    tables, layout = layout_of(t)
+    from profboard.server.analysis.optree import build_op_tree
+
+    tree = build_op_tree(tables.events)
+    names = tables.events["name"].astype(str).to_numpy()
+    fwd, bwd = (int(np.flatnonzero(names == n)[0]) for n in ("aten::mm", "MmBackward0"))
+    assert [(l["relation"], l["id"]) for l in timeline.event_links(tables, layout, tree.launcher, tree.rows,
+                                                                    tree.parent, fwd)] == [("backward", bwd)]
+    assert [(l["relation"], l["id"]) for l in timeline.event_links(tables, layout, tree.launcher, tree.rows,
+                                                                    tree.parent, bwd)] == [("forward", fwd)]
