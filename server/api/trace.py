@@ -17,6 +17,7 @@ from ..analysis import timeline
 from ..analysis.callstacks import parse_frame
 from ..analysis.records import clean_row
 from ..analysis.steps import detect_steps
+from ..trace.schema import Kind
 from .deps import Memo, Selection, get_memo, select
 from .errors import BadParameter, NotFound
 from .operators import op_instances_of, op_tree
@@ -197,18 +198,21 @@ def get_event(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
     if not (0 <= id < len(events)) or layout.lane_of[id] < 0:
         raise NotFound(f"this trace has no timeline event {id}")
     tree = op_tree(sel, memo)
-    _, stacks = op_instances_of(sel, memo)
     steps = memo.get(sel.tables, ("steps",), lambda: detect_steps(events))
     ts = float(events["ts"].iat[id])
     inside = np.flatnonzero((steps.starts <= ts) & (ts < steps.ends))
-    stack = stacks.of_row[id]
+    frames: list[dict[str, Any]] = []
+    if events["kind"].iat[id] == Kind.CPU_OP:  # only operators have call stacks
+        _, stacks = op_instances_of(sel, memo)
+        if stacks.of_row[id] >= 0:
+            frames = [parse_frame(f) for f in stacks.frames[stacks.of_row[id]]]
     return clean_row({
         "id": id, "name": str(events["name"].iat[id]), "cat": str(events["cat"].iat[id]),
         "kind": timeline.KINDS[int(events["kind"].iat[id])], "lane": int(layout.lane_of[id]),
         "row": int(layout.row_of[id]), "start_us": ts, "dur_us": float(events["dur"].iat[id]),
         "step": steps.names[inside[0]] if len(inside) else None,
         "fields": timeline.event_fields(sel.tables, id),
-        "frames": [parse_frame(f) for f in stacks.frames[stack]] if stack >= 0 else [],
+        "frames": frames,
         "links": timeline.event_links(sel.tables, layout, tree.launcher, tree.rows, tree.parent, id),
         "warnings": [],
     })
