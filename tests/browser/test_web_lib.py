@@ -9,7 +9,8 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture
 def lib(page, server):
-    """Calls `expression` with the helper modules imported as `format`, `dom`, `table`, `url`, `pie`, `frames`."""
+    """Calls `expression` with the helper modules imported as `format`, `dom`, `table`, `url`, `pie`, `frames`,
+    `viewport`, `timeline`, `counters`, and the Trace view module as `trace`."""
     page.goto(f"{server}/static/css/profboard.css")  # any same-origin HTML document can import the modules
 
     def run(expression: str):
@@ -20,6 +21,10 @@ def lib(page, server):
             const url = await import("/static/js/lib/url.js");
             const pie = await import("/static/js/lib/pie.js");
             const frames = await import("/static/js/lib/frames.js");
+            const viewport = await import("/static/js/lib/viewport.js");
+            const timeline = await import("/static/js/lib/timeline.js");
+            const counters = await import("/static/js/lib/counters.js");
+            const trace = await import("/static/js/trace.js");
             return ({expression});
         }}""")
     return run
@@ -206,3 +211,302 @@ def test_frames_text_links_and_copy(lib):
     assert call("editorHref", windows) == "vscode://file/C:/work/main.py:7"
     assert [call("isLibraryFrame", f) for f in (rel, absolute, builtin)] == [True, False, True]
     assert call("isLibraryFrame", {"file": "/x/lib/python3.11/site-packages/torchvision/a.py", "line": 1, "function": "f"})
+
+
+
+# ---------------------------------------------------------------- trace timeline
+
+
+BOUNDS = "{ start_us: 0, end_us: 1000 }"
+
+
+def approx_window(win, start, end, eps=1e-6):
+    return abs(win["start_us"] - start) < eps and abs(win["end_us"] - end) < eps
+
+
+@pytest.mark.parametrize("win, expected", [
+    ("{ start_us: 100, end_us: 200 }", (100, 200)),       # inside: unchanged
+    ("{ start_us: -50, end_us: 50 }", (0, 100)),           # slides right, keeps its span
+    ("{ start_us: 950, end_us: 1100 }", (850, 1000)),      # slides left
+    ("{ start_us: -10, end_us: 2000 }", (0, 1000)),        # wider than the trace: the trace
+    ("{ start_us: 500, end_us: 500.002 }", (499.976, 500.026)),  # narrower than 0.05 us: widened around its centre 500.001
+    ("{ start_us: 300, end_us: 200 }", (0, 1000)),         # reversed: the whole trace
+    ("{ start_us: NaN, end_us: 5 }", (0, 1000)),
+], ids=["inside", "left-edge", "right-edge", "too-wide", "too-narrow", "reversed", "nan"])
+def test_viewport_clamp_window(lib, win, expected):
+    assert approx_window(lib(f"viewport.clampWindow({win}, {BOUNDS})"), *expected)
+
+
+def test_viewport_zoom_keeps_the_time_under_the_pointer(lib):
+    # Pointer at a quarter of [0, 100]: t = 25 stays at a quarter of the new span 50 -> [12.5, 62.5].
+    assert approx_window(lib(f"viewport.zoomAt({{ start_us: 0, end_us: 100 }}, 0.5, 0.25, {BOUNDS})"), 12.5, 62.5)
+    # Zooming out at the left edge slides instead of leaving the trace: span 200 from 0.
+    assert approx_window(lib(f"viewport.zoomAt({{ start_us: 0, end_us: 100 }}, 2, 0.5, {BOUNDS})"), 0, 200)
+    # Never wider than the trace, never narrower than 0.05 us.
+    assert approx_window(lib(f"viewport.zoomAt({{ start_us: 100, end_us: 900 }}, 10, 0.5, {BOUNDS})"), 0, 1000)
+    win = lib(f"viewport.zoomAt({{ start_us: 500, end_us: 500.1 }}, 0.001, 0.5, {BOUNDS})")
+    assert abs((win["end_us"] - win["start_us"]) - 0.05) < 1e-9
+
+
+def test_viewport_pan_stops_at_the_edges(lib):
+    assert approx_window(lib(f"viewport.panBy({{ start_us: 100, end_us: 200 }}, 50, {BOUNDS})"), 150, 250)
+    assert approx_window(lib(f"viewport.panBy({{ start_us: 100, end_us: 200 }}, -500, {BOUNDS})"), 0, 100)
+    assert approx_window(lib(f"viewport.panBy({{ start_us: 800, end_us: 900 }}, 500, {BOUNDS})"), 900, 1000)
+
+
+def test_viewport_window_around_an_event_keeps_context(lib):
+    # A 100 us event takes 40 % of the window: span 250, centred on 150.
+    assert approx_window(lib(f"viewport.windowAround(100, 100, {BOUNDS})"), 25, 275)
+    # A 2 us kernel: at least 20 us, centred on 101.
+    assert approx_window(lib(f"viewport.windowAround(100, 2, {BOUNDS})"), 91, 111)
+    # Exactly the event (double-click on a merged block), clamped at the trace's end.
+    assert approx_window(lib(f"viewport.windowAround(990, 20, {BOUNDS}, {{ share: 1, minSpan: 0 }})"), 980, 1000)
+
+
+def test_viewport_pixels_and_times(lib):
+    assert lib("viewport.xOf(150, { start_us: 100, end_us: 200 }, 1000)") == 500
+    assert lib("viewport.timeOf(250, { start_us: 100, end_us: 200 }, 1000)") == 125
+    # A 0.01 us event is drawn one pixel wide; boxes past the edges are cut (2 px margin); outside: null.
+    assert lib("viewport.boxPixels(150, 0.01, { start_us: 100, end_us: 200 }, 1000)") == [500, 501]
+    assert lib("viewport.boxPixels(50, 100, { start_us: 100, end_us: 200 }, 1000)") == [-2, 500]
+    assert lib("viewport.boxPixels(10, 20, { start_us: 100, end_us: 200 }, 1000)") is None
+
+
+@pytest.mark.parametrize("span, width, step", [
+    (113_000, 1000, 20_000),  # 10,170 us per 90 px -> 20 ms
+    (1000, 1000, 100),        # 90 -> 100
+    (1000, 900, 100),         # exactly 100
+    (132, 1100, 20),          # 10.8 -> 20
+    (0.5, 1000, 0.05),        # 0.045 -> 0.05
+], ids=lambda v: str(v))
+def test_viewport_nice_tick_steps(lib, span, width, step):
+    assert abs(lib(f"viewport.niceStep({span}, {width})") - step) < 1e-12
+
+
+def test_viewport_ruler_ticks_count_from_the_trace_start(lib):
+    ruler = lib("viewport.rulerTicks({ start_us: 1005, end_us: 1105 }, 1000, 1000)")
+    assert ruler["step"] == 10
+    assert [t["offset"] for t in ruler["ticks"]] == [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
+    assert ruler["ticks"][0]["x"] == 50
+
+
+@pytest.mark.parametrize("offset, step, top, text", [
+    (1200, 200, 113_000, "1.2 ms"),
+    (0, 20_000, 113_000, "0 ms"),
+    (120_346, 1, 120_400, "120.346 ms"),  # deep in a long trace: short labels, to the microsecond
+    (300_000, 100_000, 1_200_000, "0.3 s"),
+    (12.5, 0.5, 100, "12.5 us"),
+    (50, 10, 100, "50 us"),
+    (4_500_000.25, 0.05, 4_500_001, "4.50000025 s"),
+], ids=lambda v: str(v))
+def test_format_tick(lib, offset, step, top, text):
+    assert lib(f"format.formatTick({offset}, {step}, {top})") == text
+
+
+def test_format_offset(lib):
+    assert lib("format.formatOffset(850.25)") == "850.250 us"
+    assert lib("format.formatOffset(12345.678)") == "12.346 ms"
+    assert lib("format.formatOffset(1234567)") == "1.234567 s"
+    assert lib("format.formatOffset(null)") == "n/a"
+    assert lib("format.formatOffset(0)") == "0 us"
+
+
+def test_viewport_request_window_pads_and_reuse(lib):
+    # Half a span each side at the view's resolution (0.1 us per px).
+    assert lib(f"viewport.requestWindow({{ start_us: 100, end_us: 200 }}, 1000, {BOUNDS})") == \
+        {"start_us": 50, "end_us": 250, "width_px": 2000}
+    # Clamped at the trace's start: fewer pixels.
+    assert lib(f"viewport.requestWindow({{ start_us: 10, end_us: 110 }}, 1000, {BOUNDS})") == \
+        {"start_us": 0, "end_us": 160, "width_px": 1600}
+    have = "{ start_us: 50, end_us: 250, width_px: 2000 }"
+    assert lib(f"viewport.covers({have}, {{ start_us: 120, end_us: 220 }}, 1000, {BOUNDS})") is True   # a pan within
+    assert lib(f"viewport.covers({have}, {{ start_us: 200, end_us: 300 }}, 1000, {BOUNDS})") is False  # past its end
+    assert lib(f"viewport.covers({have}, {{ start_us: 110, end_us: 190 }}, 1000, {BOUNDS})") is False  # zoomed in 1.25x
+    assert lib(f"viewport.covers({have}, {{ start_us: 50, end_us: 250 }}, 1000, {BOUNDS})") is True   # zoomed out: finer data
+    assert lib(f"viewport.covers(null, {{ start_us: 50, end_us: 250 }}, 1000, {BOUNDS})") is False
+
+
+def test_viewport_url_parameters(lib):
+    assert approx_window(lib(f'viewport.parseWindow("100", "200.5", {BOUNDS})'), 100, 200.5)
+    assert lib(f'viewport.parseWindow("x", "200", {BOUNDS})') is None
+    assert lib(f'viewport.parseWindow("300", "200", {BOUNDS})') is None
+    assert lib(f"viewport.parseWindow(undefined, undefined, {BOUNDS})") is None
+    assert lib("viewport.timeParam(4492130541265.25)") == "4492130541265.25"
+    assert [lib(f"viewport.timeParam({v})") for v in (1000, 0.0004, 10.5004)] == ["1000", "0", "10.5"]
+
+
+LANES = """[
+  { id: 0, process: "python3 (pid 1)", name: "thread 1", kind: "cpu", rows: 3, events: 10 },
+  { id: 4, process: "python3 (pid 1)", name: "thread 2", kind: "cpu", rows: 0, events: 0 },
+  { id: 7, process: "GPU 0", name: "stream 7", kind: "gpu", rows: 2, events: 5 },
+]"""
+
+
+def test_timeline_lane_layout(lib):
+    layout = lib(f"""(() => {{
+        const l = timeline.laneLayout({LANES});
+        return {{ items: l.items.map((i) => [i.type, i.type === "lane" ? i.lane.id : i.label, i.y, i.h]), height: l.height,
+                 at: [5, 22, 25, 26, 67, 68, 70, 95, 140].map((y) => {{ const a = timeline.laneAt(l, y); return a ? [a.item.lane.id, a.row] : null; }}) }};
+    }})()""")
+    # Header 22; lane 0: 3 rows * 14 + 2 * 3 = 48; lane 4 (no rows) is one row: 20; header 22; lane 7: 34.
+    assert layout["items"] == [["process", "python3 (pid 1)", 0, 22], ["lane", 0, 22, 48], ["lane", 4, 70, 20],
+                               ["process", "GPU 0", 90, 22], ["lane", 7, 112, 34]]
+    assert layout["height"] == 146
+    # y 5: a header; 22-24: lane 0's top padding; rows at 25, 39, 53; 67-69: its bottom padding; 70: lane 4's
+    # padding; 95: the GPU header; lane 7's rows at 115 and 129.
+    assert layout["at"] == [None, None, [0, 0], [0, 0], None, None, None, None, [7, 1]]
+
+
+WINDOW = """{
+  start_us: 0, end_us: 100, width_px: 1000, names: ["aten::mm", "void gemm<float>(int)", "tiny"],
+  lanes: [
+    { id: 0, boxes: { id: [10, 11, 12], start_us: [10, 20, 20.5], dur_us: [50, 5, 1], row: [0, 1, 2], name: [0, 0, 0], kind: [1, 1, 1] },
+      merged: { start_us: [70], end_us: [80], row: [0], count: [40], busy_us: [6] } },
+    { id: 7, boxes: { id: [20], start_us: [30], dur_us: [10], row: [1], name: [1], kind: [7] },
+      merged: { start_us: [], end_us: [], row: [], count: [], busy_us: [] } },
+  ],
+}"""
+KINDS = '["other", "cpu_op", "user_annotation", "gpu_user_annotation", "python_function", "runtime", "driver", "kernel"]'
+
+
+def test_timeline_hit_test_finds_boxes_and_merged_blocks(lib):
+    hits = lib(f"""(() => {{
+        const layout = timeline.laneLayout({LANES});
+        const data = timeline.prepareWindow({WINDOW}, {KINDS});
+        const win = {{ start_us: 0, end_us: 100 }};
+        // lane 0 content y: 22 + 3 = 25 is row 0's top; rows are 14 px.
+        const at = (x, y) => timeline.hitTest(data, layout, win, 1000, x, y);
+        return {{
+            box: at(300, 30),                 // t = 30 in row 0: event 10 [10, 60]
+            row1: at(220, 44),                // t = 22 in row 1: event 11 [20, 25]
+            slop: at(251, 44),                // 1 px past event 11's end: still it
+            far: at(300, 44),                 // nothing at t = 30 in row 1
+            merged: at(750, 30),              // t = 75 in row 0: the merged block
+            gpu: at(350, 112 + 3 + 14 + 5),   // lane 7, row 1, t = 35: the kernel
+            header: at(300, 10),
+            present: [...data.present].sort(), counts: [data.boxCount, data.mergedCount],
+            place: timeline.placeOf(data, 11), unknown: timeline.placeOf(data, 99),
+        }};
+    }})()""")
+    assert hits["box"] == {"kind": "box", "lane": 0, "index": 0, "id": 10}
+    assert hits["row1"]["id"] == 11
+    assert hits["slop"]["id"] == 11
+    assert hits["far"] is None
+    assert hits["merged"] == {"kind": "merged", "lane": 0, "index": 0}
+    assert hits["gpu"]["id"] == 20
+    assert hits["header"] is None
+    assert hits["present"] == ["cpu_op", "kernel"]
+    assert hits["counts"] == [4, 1]
+    assert hits["place"] == {"id": 11, "lane": 0, "row": 1, "start_us": 20, "dur_us": 5}
+    assert hits["unknown"] is None
+
+
+def test_timeline_collapsed_lane_is_one_row_and_hits_the_deepest_call(lib):
+    result = lib(f"""(() => {{
+        const layout = timeline.laneLayout({LANES}, {{ collapsed: new Set([0]) }});
+        const data = timeline.prepareWindow({WINDOW}, {KINDS});
+        const win = {{ start_us: 0, end_us: 100 }};
+        const lane0 = layout.lanes.get(0);
+        return {{
+            h: lane0.h, height: layout.height, top2: timeline.rowTop(layout, lane0, 2),
+            // t = 20.8: events 10 (row 0), 11 (row 1) and 12 (row 2) all hold it; the deepest wins.
+            deep: timeline.hitTest(data, layout, win, 1000, 208, 30),
+            below: timeline.laneAt(layout, 25 + 14),
+            order: data.lanes.get(0).byRow,
+        }};
+    }})()""")
+    # Lane 0 folded: 14 + 2 * 3 = 20 px instead of 48.
+    assert result["h"] == 20 and result["height"] == 146 - 28
+    assert result["top2"] == 25
+    assert result["deep"]["id"] == 12
+    assert result["below"] is None
+    assert result["order"] == [0, 1, 2]
+    assert lib('[...trace.parseCollapsed("3, 4,,x,1.5")]') == [3, 4]
+
+
+def test_timeline_colours_labels_and_steps(lib):
+    result = lib("""(() => {
+        const a = timeline.eventColor("void gemm<float>(int)", "kernel");
+        const hue = (c) => Number(/hsl\\((\\d+)/.exec(c.fill)[1]);
+        return {
+            stable: JSON.stringify(a) === JSON.stringify(timeline.eventColor("void gemm<float>(int)", "kernel")),
+            kernelHues: ["a", "b", "c", "d", "e"].map((n) => hue(timeline.eventColor(n, "kernel"))),
+            opHues: ["a", "b", "c", "d", "e"].map((n) => hue(timeline.eventColor(n, "cpu_op"))),
+            unknown: timeline.eventColor("x", "no_such_kind").fill === timeline.eventColor("x", "other").fill,
+            label: timeline.boxLabel("void at::native::vectorized_elementwise_kernel<4, F>(int, F)", "kernel"),
+            opLabel: timeline.boxLabel("aten::mm", "cpu_op"),
+            steps: ["2", "ProfilerStep#12", "warmup"].map(timeline.stepLabel),
+        };
+    })()""")
+    assert result["stable"] and result["unknown"]
+    assert all(195 <= h <= 240 for h in result["kernelHues"])
+    assert all(95 <= h <= 165 for h in result["opHues"])
+    assert len(set(result["kernelHues"])) > 1
+    assert result["label"] == "vectorized_elementwise_kernel"
+    assert result["opLabel"] == "aten::mm"
+    assert result["steps"] == ["Step 2", "Step 12", "warmup"]
+
+
+def test_timeline_merged_blocks_shade_by_busy_share(lib):
+    assert [lib(f"timeline.mergedBucket({busy}, 100)") for busy in (0, 10, 25, 60, 99, 100, 150)] == [0, 0, 1, 2, 3, 3, 3]
+    assert lib("timeline.mergedBucket(5, 0)") == 0
+
+
+@pytest.mark.parametrize("text, px, fitted", [
+    ("abcdefghij", 60, "abcdefghij"),   # 10 chars * 6 px
+    ("abcdefghij", 40, "abcde…"),       # "abcde…" is 36 px, "abcdef…" 42
+    ("abc", 10, None),                  # not even "ab…" (18 px)
+    ("", 100, None),
+], ids=lambda v: str(v))
+def test_timeline_fit_label(lib, text, px, fitted):
+    assert lib(f"timeline.fitLabel({text!r}, {px}, (s) => 6 * s.length)") == fitted
+
+
+def test_counter_range_lookup_and_text(lib):
+    result = lib("""(() => {
+        const ratio = { id: "u", name: "GPU 0 utilization", unit: "ratio", t_us: [0, 10, 20], value: [0.2, null, 0.5] };
+        const bytes = { id: "m", name: "GPU 0 memory allocated", unit: "bytes", t_us: [0, 10], value: [1024, 4096] };
+        const signed = { id: "c", name: "counter", unit: "value", t_us: [0, 10], value: [-3, 7] };
+        const empty = { id: "e", name: "empty", unit: "value", t_us: [], value: [] };
+        return {
+            ranges: [ratio, bytes, signed, empty].map(counters.seriesRange),
+            at: [-1, 0, 15, 25].map((t) => counters.valueAt(ratio, t)),
+            none: counters.valueAt(empty, 5),
+            max: [ratio, bytes, signed, empty].map(counters.seriesMax),
+            text: [counters.formatCounter(0.4321, "ratio"), counters.formatCounter(3 * 1024 ** 3, "bytes"),
+                   counters.formatCounter(12345.6, "value"), counters.formatCounter(0.1234, "value"), counters.formatCounter(null, "value")],
+        };
+    })()""")
+    assert result["ranges"] == [[0, 1], [0, 4096], [-3, 7], [0, 1]]
+    assert result["at"] == [None, {"t_us": 0, "value": 0.2}, {"t_us": 10, "value": None}, {"t_us": 20, "value": 0.5}]
+    assert result["none"] is None
+    assert result["max"] == [0.5, 4096, 7, None]
+    assert result["text"] == ["43.2 %", "3.00 GB", "12,346", "0.123", "n/a"]
+
+
+def test_trace_view_shapes(lib):
+    result = lib("""(() => {
+        const data = timeline.prepareWindow(""" + WINDOW + ", " + KINDS + """);
+        return {
+            counts: [trace.searchCountText(-1, 12, 12), trace.searchCountText(2, 12, 12), trace.searchCountText(0, 0, 0),
+                     trace.searchCountText(4, 2500, 1000)],
+            fields: [trace.fieldText("[132, 1, 1]"), trace.fieldText(168), trace.fieldText([[32, 3]]), trace.fieldText(null),
+                     trace.fieldText({ a: "<b>" })],
+            relation: trace.relationLabel("launched by"),
+            kinds: [trace.kindLabel("kernel"), trace.kindLabel("cpu_op"), trace.kindLabel("new_kind")],
+            linkRow: trace.placeLink({ relation: "launches", id: 11, name: "x", start_us: 20, dur_us: 5, lane: 0 }, data),
+            linkOwnRow: trace.placeLink({ relation: "parent", id: 99, name: "x", start_us: 1, dur_us: 5, lane: 0, row: 4 }, data),
+            linkNowhere: trace.placeLink({ relation: "parent", id: 98, name: "x", start_us: 1, dur_us: 5, lane: 7 }, null),
+            tipBox: trace.tooltipText(data, { kind: "box", lane: 7, index: 0, id: 20 }, 0),
+            tipMerged: trace.tooltipText(data, { kind: "merged", lane: 0, index: 0 }, 0),
+        };
+    })()""")
+    assert [c["text"] for c in result["counts"]] == ["– of 12", "3 of 12", "No matches", "5 of 2,500"]
+    assert [bool(c["title"]) for c in result["counts"]] == [False, False, False, True]
+    assert result["fields"] == ["[132, 1, 1]", "168", "[[32,3]]", "n/a", '{"a":"<b>"}']
+    assert result["relation"] == "Launched by"
+    assert result["kinds"] == ["Kernel", "CPU op", "new_kind"]
+    assert result["linkRow"]["row"] == 1 and result["linkOwnRow"]["row"] == 4 and result["linkNowhere"]["row"] == 0
+    assert result["tipBox"] == {"title": "void gemm<float>(int)", "lines": ["Kernel · 10 us", "At 30.000 us"]}
+    assert result["tipMerged"]["title"] == "40 events, merged"
+    assert result["tipMerged"]["lines"][0] == "Busy 6.0 us of 10 us (60 %)"

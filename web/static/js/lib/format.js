@@ -56,6 +56,38 @@ export function formatUs(us) {
 }
 
 /**
+ * A point in time since the trace start, precise enough to tell events apart:
+ * "850.250 us", "12.346 ms" (to the microsecond), "1.234567 s".
+ * @param {number|null|undefined} us
+ * @returns {string}
+ */
+export function formatOffset(us) {
+  if (!isNumber(us)) return NA;
+  const abs = Math.abs(us);
+  if (abs === 0) return "0 us";
+  if (abs < 1000) return `${us.toFixed(3)} us`;
+  if (abs < 1e6) return `${(us / 1e3).toFixed(3)} ms`;
+  return `${(us / 1e6).toFixed(6)} s`;
+}
+
+/**
+ * A time ruler's tick label: the unit follows the largest time on the ruler (so labels stay short
+ * deep into a long trace), the decimals follow the tick step: "1.2 ms", "120.346 ms", "0.3 s".
+ * @param {number} offsetUs the tick's time since the trace start
+ * @param {number} stepUs the distance between ticks
+ * @param {number} maxUs the largest time the ruler shows
+ * @returns {string}
+ */
+export function formatTick(offsetUs, stepUs, maxUs) {
+  const abs = Math.abs(maxUs);
+  const [unit, divisor] = abs >= 1e6 ? ["s", 1e6] : abs >= 1e3 ? ["ms", 1e3] : ["us", 1];
+  const digits = Math.max(0, Math.min(9, Math.ceil(-Math.log10(stepUs / divisor) - 1e-9)));
+  const value = offsetUs / divisor;
+  const text = value.toFixed(digits);
+  return `${/^-0(\.0*)?$/.test(text) ? text.slice(1) : text} ${unit}`;
+}
+
+/**
  * The unit an axis of durations should use, chosen from its largest value.
  * @param {number} maxUs
  * @returns {{unit: string, divisor: number, axisTitle: (what: string) => string}}

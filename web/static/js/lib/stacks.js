@@ -104,7 +104,7 @@ async function copyText(text, fallback) {
  * One frame: location (a VS Code link for absolute paths), function, and a copy button.
  * @param {Frame} frame
  */
-function frameItem(frame) {
+export function frameItem(frame) {
   const location = frameLocation(frame);
   const href = editorHref(frame);
   const copy = frameCopyText(frame);
