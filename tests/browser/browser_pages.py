@@ -176,3 +176,104 @@ class KernelPage(TableViewPage):
     view = "kernel"
     pies = ("pie-kernels", "pie-tensor-cores")
     table_testid = "kernel-table"
+
+
+class TracePage(ShellPage):
+    """The timeline: lanes on a canvas, ruler, counters, search, the event details panel.
+
+    The canvas exposes what it drew as data attributes: `data-drawn-boxes`, `data-drawn-merged`,
+    `data-windows` (window answers received), `data-start` / `data-end` (the window on screen, us),
+    `data-draw-ms` (the last frame's drawing time).
+    """
+
+    view = "trace"
+    ROW_PX = 14
+    LANE_PAD_PX = 3
+    PROCESS_PX = 22
+
+    def part(self, name: str) -> Locator:
+        return self.root().locator(css_testid(name))
+
+    def canvas(self) -> Locator:
+        return self.part("trace-canvas")
+
+    def wait_drawn(self) -> "TracePage":
+        """Waits until a window answer is drawn, the view is idle and no window request is pending."""
+        expect(self.root()).to_be_visible()
+        expect(self.canvas()).to_have_attribute("data-windows", re.compile(r"^[1-9]\d*$"))
+        expect(self.root()).not_to_have_attribute("aria-busy", "true")
+        self.wait_idle()
+        return self
+
+    def wait_idle(self) -> None:
+        """Waits for the debounced window request to be sent and answered, and the frame drawn."""
+        self.page.wait_for_timeout(150)
+        expect(self.part("timeline")).not_to_have_attribute("data-loading", "true")
+        self.page.evaluate("() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)))")
+
+    def data(self, name: str) -> str | None:
+        return self.canvas().get_attribute(f"data-{name}")
+
+    def drawn_boxes(self) -> int:
+        return int(self.data("drawn-boxes") or 0)
+
+    def window(self) -> tuple[float, float]:
+        """The time window on screen (absolute us)."""
+        return float(self.data("start")), float(self.data("end"))
+
+    def lane_labels(self) -> list[str]:
+        return self.part("lane-labels").locator(css_testid("lane-label")).all_inner_texts()
+
+    def process_labels(self) -> list[str]:
+        return self.part("lane-labels").locator(css_testid("process-label")).all_inner_texts()
+
+    def painted_pixels(self, testid: str = "trace-canvas") -> int:
+        """How many pixels of a canvas are painted (not transparent)."""
+        return self.page.evaluate(f"""() => {{
+            const c = document.querySelector('[data-testid="{testid}"]');
+            const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+            let n = 0;
+            for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n += 1;
+            return n;
+        }}""")
+
+    def details(self) -> Locator:
+        return self.part("event-details")
+
+    def wait_details(self, event_id: int) -> Locator:
+        panel = self.details()
+        expect(panel).to_be_visible()
+        expect(panel).to_have_attribute("data-event-id", str(event_id))
+        expect(panel).not_to_have_attribute("aria-busy", "true")
+        return panel
+
+    def links(self, relation: str | None = None) -> Locator:
+        selector = css_testid("event-link") + (f'[data-relation="{relation}"]' if relation else "")
+        return self.details().locator(selector)
+
+    def point_of(self, lanes: list[dict], lane_id: int, row: int, t_us: float) -> tuple[float, float]:
+        """Page coordinates of time `t_us` in sub-row `row` of a lane (the layout is part of the view's
+        contract: a header per process, lanes as tall as their rows), after scrolling it into view."""
+        y, process = 0, None
+        for lane in lanes:
+            if lane["process"] != process:
+                process = lane["process"]
+                y += self.PROCESS_PX
+            if lane["id"] == lane_id:
+                break
+            y += max(1, lane["rows"]) * self.ROW_PX + 2 * self.LANE_PAD_PX
+        y += self.LANE_PAD_PX + row * self.ROW_PX + self.ROW_PX / 2
+        body = self.part("timeline-body")
+        body.evaluate(f"(b) => {{ b.scrollTop = Math.max(0, {y} - b.clientHeight / 2); }}")
+        self.page.wait_for_timeout(50)
+        scroll = body.evaluate("(b) => b.scrollTop")
+        box = self.part("trace-stage").bounding_box()
+        start, end = self.window()
+        x = (t_us - start) / (end - start) * box["width"]
+        return box["x"] + x, box["y"] + y - scroll
+
+    def search(self, text: str) -> None:
+        self.part("trace-search").fill(text)
+
+    def search_count(self) -> Locator:
+        return self.part("search-count")
