@@ -55,6 +55,9 @@ def test_trace_renders_lanes_ruler_and_boxes(trace, lanes, shots):
     trace.open(f"run={H100_RUN}").wait_drawn()
     # Every lane has a label, under its process's header, in the API's order.
     assert trace.lane_labels() == [lane["name"] for lane in lanes["lanes"]]
+    # A lane's name is next to its first row, however tall the lane.
+    first = trace.part("lane-labels").locator(css_testid("lane-label")).first
+    assert first.locator("span").bounding_box()["y"] - first.bounding_box()["y"] < 8
     processes = list(dict.fromkeys(lane["process"] for lane in lanes["lanes"]))
     assert trace.process_labels() == processes
     # The whole trace is on screen, drawn: boxes, merged blocks, painted pixels.
@@ -248,6 +251,20 @@ def test_trace_click_selects_the_box_under_the_pointer(trace, kernel, lanes, sho
     trace.page.mouse.click(x, y)
     trace.wait_details(kernel["id"])
     assert trace.query()["select"] == str(kernel["id"])
+    # A double-click zooms to the event: it fills most of the plot. (The details panel took some of
+    # the timeline's height: find the kernel again.)
+    x, y = trace.point_of(lanes["lanes"], kernel["lane"], row, kernel["start_us"] + kernel["dur_us"] / 2)
+    trace.page.mouse.dblclick(x, y)
+    trace.wait_idle()
+    start, end = trace.window()
+    assert end - start == pytest.approx(kernel["dur_us"] / 0.85, rel=1e-3)
+    assert start < kernel["start_us"] < kernel["start_us"] + kernel["dur_us"] < end
+    # S zooms out again, F frames the selection with context around it.
+    trace.page.keyboard.press("s")
+    trace.page.keyboard.press("f")
+    trace.wait_idle()
+    start, end = trace.window()
+    assert end - start == pytest.approx(max(kernel["dur_us"] / 0.4, 20), rel=1e-3)
     # A click on empty space clears the selection.
     body = trace.part("timeline-body").bounding_box()
     trace.page.mouse.click(body["x"] + body["width"] - 40, body["y"] + body["height"] - 4)

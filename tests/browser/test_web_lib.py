@@ -10,7 +10,7 @@ pytestmark = pytest.mark.browser
 @pytest.fixture
 def lib(page, server):
     """Calls `expression` with the helper modules imported as `format`, `dom`, `table`, `url`, `pie`, `frames`,
-    `viewport`, `timeline`, `counters`, and the Trace view module as `trace`."""
+    `viewport`, `lanes`, `gestures`, `counters`, `eventpanel`, `tracesearch`."""
     page.goto(f"{server}/static/css/profboard.css")  # any same-origin HTML document can import the modules
 
     def run(expression: str):
@@ -22,9 +22,11 @@ def lib(page, server):
             const pie = await import("/static/js/lib/pie.js");
             const frames = await import("/static/js/lib/frames.js");
             const viewport = await import("/static/js/lib/viewport.js");
-            const timeline = await import("/static/js/lib/timeline.js");
+            const lanes = await import("/static/js/lib/lanes.js");
+            const gestures = await import("/static/js/lib/gestures.js");
             const counters = await import("/static/js/lib/counters.js");
-            const trace = await import("/static/js/trace.js");
+            const eventpanel = await import("/static/js/lib/eventpanel.js");
+            const tracesearch = await import("/static/js/lib/tracesearch.js");
             return ({expression});
         }}""")
     return run
@@ -344,9 +346,9 @@ LANES = """[
 
 def test_timeline_lane_layout(lib):
     layout = lib(f"""(() => {{
-        const l = timeline.laneLayout({LANES});
+        const l = lanes.laneLayout({LANES});
         return {{ items: l.items.map((i) => [i.type, i.type === "lane" ? i.lane.id : i.label, i.y, i.h]), height: l.height,
-                 at: [5, 22, 25, 26, 67, 68, 70, 95, 140].map((y) => {{ const a = timeline.laneAt(l, y); return a ? [a.item.lane.id, a.row] : null; }}) }};
+                 at: [5, 22, 25, 26, 67, 68, 70, 95, 140].map((y) => {{ const a = lanes.laneAt(l, y); return a ? [a.item.lane.id, a.row] : null; }}) }};
     }})()""")
     # Header 22; lane 0: 3 rows * 14 + 2 * 3 = 48; lane 4 (no rows) is one row: 20; header 22; lane 7: 34.
     assert layout["items"] == [["process", "python3 (pid 1)", 0, 22], ["lane", 0, 22, 48], ["lane", 4, 70, 20],
@@ -371,11 +373,11 @@ KINDS = '["other", "cpu_op", "user_annotation", "gpu_user_annotation", "python_f
 
 def test_timeline_hit_test_finds_boxes_and_merged_blocks(lib):
     hits = lib(f"""(() => {{
-        const layout = timeline.laneLayout({LANES});
-        const data = timeline.prepareWindow({WINDOW}, {KINDS});
+        const layout = lanes.laneLayout({LANES});
+        const data = lanes.prepareWindow({WINDOW}, {KINDS});
         const win = {{ start_us: 0, end_us: 100 }};
         // lane 0 content y: 22 + 3 = 25 is row 0's top; rows are 14 px.
-        const at = (x, y) => timeline.hitTest(data, layout, win, 1000, x, y);
+        const at = (x, y) => lanes.hitTest(data, layout, win, 1000, x, y);
         return {{
             box: at(300, 30),                 // t = 30 in row 0: event 10 [10, 60]
             row1: at(220, 44),                // t = 22 in row 1: event 11 [20, 25]
@@ -385,7 +387,7 @@ def test_timeline_hit_test_finds_boxes_and_merged_blocks(lib):
             gpu: at(350, 112 + 3 + 14 + 5),   // lane 7, row 1, t = 35: the kernel
             header: at(300, 10),
             present: [...data.present].sort(), counts: [data.boxCount, data.mergedCount],
-            place: timeline.placeOf(data, 11), unknown: timeline.placeOf(data, 99),
+            place: lanes.placeOf(data, 11), unknown: lanes.placeOf(data, 99),
         }};
     }})()""")
     assert hits["box"] == {"kind": "box", "lane": 0, "index": 0, "id": 10}
@@ -403,15 +405,15 @@ def test_timeline_hit_test_finds_boxes_and_merged_blocks(lib):
 
 def test_timeline_collapsed_lane_is_one_row_and_hits_the_deepest_call(lib):
     result = lib(f"""(() => {{
-        const layout = timeline.laneLayout({LANES}, {{ collapsed: new Set([0]) }});
-        const data = timeline.prepareWindow({WINDOW}, {KINDS});
+        const layout = lanes.laneLayout({LANES}, {{ collapsed: new Set([0]) }});
+        const data = lanes.prepareWindow({WINDOW}, {KINDS});
         const win = {{ start_us: 0, end_us: 100 }};
         const lane0 = layout.lanes.get(0);
         return {{
-            h: lane0.h, height: layout.height, top2: timeline.rowTop(layout, lane0, 2),
+            h: lane0.h, height: layout.height, top2: lanes.rowTop(layout, lane0, 2),
             // t = 20.8: events 10 (row 0), 11 (row 1) and 12 (row 2) all hold it; the deepest wins.
-            deep: timeline.hitTest(data, layout, win, 1000, 208, 30),
-            below: timeline.laneAt(layout, 25 + 14),
+            deep: lanes.hitTest(data, layout, win, 1000, 208, 30),
+            below: lanes.laneAt(layout, 25 + 14),
             order: data.lanes.get(0).byRow,
         }};
     }})()""")
@@ -421,21 +423,21 @@ def test_timeline_collapsed_lane_is_one_row_and_hits_the_deepest_call(lib):
     assert result["deep"]["id"] == 12
     assert result["below"] is None
     assert result["order"] == [0, 1, 2]
-    assert lib('[...trace.parseCollapsed("3, 4,,x,1.5")]') == [3, 4]
+    assert lib('[...lanes.parseCollapsed("3, 4,,x,1.5")]') == [3, 4]
 
 
 def test_timeline_colours_labels_and_steps(lib):
     result = lib("""(() => {
-        const a = timeline.eventColor("void gemm<float>(int)", "kernel");
+        const a = lanes.eventColor("void gemm<float>(int)", "kernel");
         const hue = (c) => Number(/hsl\\((\\d+)/.exec(c.fill)[1]);
         return {
-            stable: JSON.stringify(a) === JSON.stringify(timeline.eventColor("void gemm<float>(int)", "kernel")),
-            kernelHues: ["a", "b", "c", "d", "e"].map((n) => hue(timeline.eventColor(n, "kernel"))),
-            opHues: ["a", "b", "c", "d", "e"].map((n) => hue(timeline.eventColor(n, "cpu_op"))),
-            unknown: timeline.eventColor("x", "no_such_kind").fill === timeline.eventColor("x", "other").fill,
-            label: timeline.boxLabel("void at::native::vectorized_elementwise_kernel<4, F>(int, F)", "kernel"),
-            opLabel: timeline.boxLabel("aten::mm", "cpu_op"),
-            steps: ["2", "ProfilerStep#12", "warmup"].map(timeline.stepLabel),
+            stable: JSON.stringify(a) === JSON.stringify(lanes.eventColor("void gemm<float>(int)", "kernel")),
+            kernelHues: ["a", "b", "c", "d", "e"].map((n) => hue(lanes.eventColor(n, "kernel"))),
+            opHues: ["a", "b", "c", "d", "e"].map((n) => hue(lanes.eventColor(n, "cpu_op"))),
+            unknown: lanes.eventColor("x", "no_such_kind").fill === lanes.eventColor("x", "other").fill,
+            label: lanes.boxLabel("void at::native::vectorized_elementwise_kernel<4, F>(int, F)", "kernel"),
+            opLabel: lanes.boxLabel("aten::mm", "cpu_op"),
+            steps: ["2", "ProfilerStep#12", "warmup"].map(lanes.stepLabel),
         };
     })()""")
     assert result["stable"] and result["unknown"]
@@ -448,8 +450,8 @@ def test_timeline_colours_labels_and_steps(lib):
 
 
 def test_timeline_merged_blocks_shade_by_busy_share(lib):
-    assert [lib(f"timeline.mergedBucket({busy}, 100)") for busy in (0, 10, 25, 60, 99, 100, 150)] == [0, 0, 1, 2, 3, 3, 3]
-    assert lib("timeline.mergedBucket(5, 0)") == 0
+    assert [lib(f"lanes.mergedBucket({busy}, 100)") for busy in (0, 10, 25, 60, 99, 100, 150)] == [0, 0, 1, 2, 3, 3, 3]
+    assert lib("lanes.mergedBucket(5, 0)") == 0
 
 
 @pytest.mark.parametrize("text, px, fitted", [
@@ -459,7 +461,7 @@ def test_timeline_merged_blocks_shade_by_busy_share(lib):
     ("", 100, None),
 ], ids=lambda v: str(v))
 def test_timeline_fit_label(lib, text, px, fitted):
-    assert lib(f"timeline.fitLabel({text!r}, {px}, (s) => 6 * s.length)") == fitted
+    assert lib(f"lanes.fitLabel({text!r}, {px}, (s) => 6 * s.length)") == fitted
 
 
 def test_counter_range_lookup_and_text(lib):
@@ -484,21 +486,21 @@ def test_counter_range_lookup_and_text(lib):
     assert result["text"] == ["43.2 %", "3.00 GB", "12,346", "0.123", "n/a"]
 
 
-def test_trace_view_shapes(lib):
+def test_trace_view_text(lib):
     result = lib("""(() => {
-        const data = timeline.prepareWindow(""" + WINDOW + ", " + KINDS + """);
+        const data = lanes.prepareWindow(""" + WINDOW + ", " + KINDS + """);
         return {
-            counts: [trace.searchCountText(-1, 12, 12), trace.searchCountText(2, 12, 12), trace.searchCountText(0, 0, 0),
-                     trace.searchCountText(4, 2500, 1000)],
-            fields: [trace.fieldText("[132, 1, 1]"), trace.fieldText(168), trace.fieldText([[32, 3]]), trace.fieldText(null),
-                     trace.fieldText({ a: "<b>" })],
-            relation: trace.relationLabel("launched by"),
-            kinds: [trace.kindLabel("kernel"), trace.kindLabel("cpu_op"), trace.kindLabel("new_kind")],
-            linkRow: trace.placeLink({ relation: "launches", id: 11, name: "x", start_us: 20, dur_us: 5, lane: 0 }, data),
-            linkOwnRow: trace.placeLink({ relation: "parent", id: 99, name: "x", start_us: 1, dur_us: 5, lane: 0, row: 4 }, data),
-            linkNowhere: trace.placeLink({ relation: "parent", id: 98, name: "x", start_us: 1, dur_us: 5, lane: 7 }, null),
-            tipBox: trace.tooltipText(data, { kind: "box", lane: 7, index: 0, id: 20 }, 0),
-            tipMerged: trace.tooltipText(data, { kind: "merged", lane: 0, index: 0 }, 0),
+            counts: [tracesearch.searchCountText(-1, 12, 12), tracesearch.searchCountText(2, 12, 12), tracesearch.searchCountText(0, 0, 0),
+                     tracesearch.searchCountText(4, 2500, 1000)],
+            fields: [eventpanel.fieldText("[132, 1, 1]"), eventpanel.fieldText(168), eventpanel.fieldText([[32, 3]]), eventpanel.fieldText(null),
+                     eventpanel.fieldText({ a: "<b>" })],
+            relation: eventpanel.relationLabel("launched by"),
+            kinds: [lanes.kindLabel("kernel"), lanes.kindLabel("cpu_op"), lanes.kindLabel("new_kind")],
+            linkRow: lanes.placeLink({ relation: "launches", id: 11, name: "x", start_us: 20, dur_us: 5, lane: 0 }, data),
+            linkOwnRow: lanes.placeLink({ relation: "parent", id: 99, name: "x", start_us: 1, dur_us: 5, lane: 0, row: 4 }, data),
+            linkNowhere: lanes.placeLink({ relation: "parent", id: 98, name: "x", start_us: 1, dur_us: 5, lane: 7 }, null),
+            tipBox: lanes.tooltipText(data, { kind: "box", lane: 7, index: 0, id: 20 }, 0),
+            tipMerged: lanes.tooltipText(data, { kind: "merged", lane: 0, index: 0 }, 0),
         };
     })()""")
     assert [c["text"] for c in result["counts"]] == ["– of 12", "3 of 12", "No matches", "5 of 2,500"]
@@ -510,3 +512,39 @@ def test_trace_view_shapes(lib):
     assert result["tipBox"] == {"title": "void gemm<float>(int)", "lines": ["Kernel · 10 us", "At 30.000 us"]}
     assert result["tipMerged"]["title"] == "40 events, merged"
     assert result["tipMerged"]["lines"][0] == "Busy 6.0 us of 10 us (60 %)"
+
+
+def test_gestures_wheel_and_keys(lib):
+    view = "{ start_us: 100, end_us: 200 }"
+    size = "{ width: 1000, height: 500 }"
+    result = lib(f"""(() => {{
+        const wheel = (w, anchor = 0.5) => gestures.wheelWindow({view}, w, anchor, {size}, {BOUNDS});
+        return {{
+            zoomIn: wheel({{ deltaX: 0, deltaY: -100, deltaMode: 0, shiftKey: false, ctrlKey: false }}, 0.25),
+            zoomOut: wheel({{ deltaX: 0, deltaY: 100, deltaMode: 0, shiftKey: false, ctrlKey: false }}),
+            pinch: wheel({{ deltaX: 0, deltaY: -10, deltaMode: 0, shiftKey: false, ctrlKey: true }}),
+            shiftPan: wheel({{ deltaX: 0, deltaY: 100, deltaMode: 0, shiftKey: true, ctrlKey: false }}),
+            sideways: wheel({{ deltaX: -50, deltaY: 5, deltaMode: 0, shiftKey: false, ctrlKey: false }}),
+            lines: wheel({{ deltaX: 0, deltaY: 3, deltaMode: 1, shiftKey: true, ctrlKey: false }}),
+            keys: ["w", "S", "a", "d", "0", "x"].map((k) => gestures.keyWindow(k, {view}, 0.5, {BOUNDS})),
+            typing: [["INPUT", "search"], ["INPUT", "checkbox"], ["TEXTAREA", ""], ["SELECT", ""], ["DIV", ""]].map(([tag, type]) => {{
+                const node = document.createElement(tag);
+                if (type) node.type = type;
+                return gestures.isTyping(node);
+            }}),
+        }};
+    }})()""")
+    # Wheel up 100 px zooms in by exp(-0.15) around a quarter of the plot (t = 125 stays put).
+    span = 100 * 2.718281828459045 ** -0.15
+    assert approx_window(result["zoomIn"], 125 - 0.25 * span, 125 + 0.75 * span, 1e-9)
+    assert result["zoomOut"]["end_us"] - result["zoomOut"]["start_us"] > 100
+    pinch = 100 * 2.718281828459045 ** -0.1  # ctrl (a pinch): 0.01 per px, so -10 px is exp(-0.1)
+    assert approx_window(result["pinch"], 150 - pinch / 2, 150 + pinch / 2, 1e-9)
+    assert approx_window(result["shiftPan"], 110, 210)   # 100 px at 0.1 us per px
+    assert approx_window(result["sideways"], 95, 195)    # deltaX wins when larger
+    assert approx_window(result["lines"], 104.8, 204.8)  # 3 lines of 16 px
+    w, s_, a, d, zero, other = result["keys"]
+    assert approx_window(w, 110, 190) and approx_window(s_, 87.5, 212.5)
+    assert approx_window(a, 85, 185) and approx_window(d, 115, 215)
+    assert approx_window(zero, 0, 1000) and other is None
+    assert result["typing"] == [True, False, True, True, False]

@@ -5,38 +5,40 @@
  * screen at its pixel width (debounced, the previous request aborted) and draws the older data
  * scaled meanwhile.
  *
- * Layers: fetch (`fetch*`), shape (pure functions exported for tests: here, in lib/viewport.js,
- * lib/timeline.js and lib/counters.js) and draw (`mount`, the timeline controller, the details
- * panel). View state lives in the URL: `start_us`, `end_us` (absolute trace microseconds),
+ * Layers: fetch (`fetch*`, here), shape (pure functions, tested on their own: lib/viewport.js for
+ * the window maths, lib/lanes.js for layout, colours and hit testing, lib/gestures.js for what
+ * keys and the wheel do, lib/counters.js, lib/eventpanel.js, lib/tracesearch.js) and draw (`mount`
+ * and the timeline controller here; the canvas in lib/timeline.js). View state lives in the URL: `start_us`, `end_us` (absolute trace microseconds),
  * `select` (event id), `q` and `regex`, `flows=0`, `counters=1`, `collapse` (folded lane ids).
  * @module trace
  */
 
 import { ApiError, apiUrl, getJSON, isAbort } from "./lib/api.js";
 import { byTestId, clear, el, showWarnings } from "./lib/dom.js";
-import { NA, formatCount, formatOffset, formatRatio, formatUs } from "./lib/format.js";
-import { TRACK_PX, drawCounters, formatCounter, seriesMax, trackColor, valueAt } from "./lib/counters.js";
-import { frameItem } from "./lib/stacks.js";
+import { formatOffset, formatUs } from "./lib/format.js";
+import { counterTracks } from "./lib/counters.js";
+import { drawDetails } from "./lib/eventpanel.js";
 import {
-  drawLanes, drawOverlay, drawRuler, eventColor, fitCanvas, hitTest, laneLayout, placeOf, prepareWindow, rowTop,
-} from "./lib/timeline.js";
+  hitTest, laneLayout, parseCollapsed, placeLink, placeOf, prepareWindow, rowTop, tooltipText,
+} from "./lib/lanes.js";
+import { drawLaneLabels, drawLanes, drawLegend, drawOverlay, drawRuler, fitCanvas } from "./lib/timeline.js";
 import {
-  clampWindow, covers, panBy, parseWindow, requestWindow, sameWindow, timeOf, timeParam, windowAround, zoomAt,
+  clampWindow, covers, parseWindow, requestWindow, sameWindow, timeParam, windowAround,
 } from "./lib/viewport.js";
 import { updateQuery } from "./lib/url.js";
+import { wireGestures } from "./lib/gestures.js";
+import { searchBox } from "./lib/tracesearch.js";
 
 /**
  * @typedef {import("./lib/viewport.js").TimeWindow} TimeWindow
- * @typedef {import("./lib/timeline.js").Lane} Lane
- * @typedef {import("./lib/timeline.js").Step} Step
- * @typedef {import("./lib/timeline.js").Placed} Placed
- * @typedef {import("./lib/timeline.js").Hit} Hit
+ * @typedef {import("./lib/lanes.js").Lane} Lane
+ * @typedef {import("./lib/lanes.js").Step} Step
+ * @typedef {import("./lib/lanes.js").Placed} Placed
+ * @typedef {import("./lib/lanes.js").Hit} Hit
  * @typedef {import("./lib/counters.js").Series} Series
  * @typedef {{start_us: number, end_us: number, lanes: Lane[], steps: Step[], kinds: string[], warnings: string[]}} Lanes
- * @typedef {{relation: string, id: number, name: string, start_us: number, dur_us: number, lane: number, row?: number}} Link
- * @typedef {{id: number, name: string, cat: string, kind: string, lane: number, row: number, start_us: number,
- *            dur_us: number, step: string|null, fields: Record<string, any>, frames: import("./lib/frames.js").Frame[],
- *            links: Link[], warnings: string[]}} EventDetail
+ * @typedef {import("./lib/eventpanel.js").Link} Link
+ * @typedef {import("./lib/eventpanel.js").EventDetail} EventDetail
  * @typedef {{id: number, name: string, lane: number, start_us: number, dur_us: number}} Match
  * @typedef {{q: string, total: number, matches: Match[], warnings: string[]}} SearchResult
  * @typedef {{run?: string, worker?: string, span?: string}} Selection
@@ -44,11 +46,8 @@ import { updateQuery } from "./lib/url.js";
 
 /** Wait this long after the last viewport change before asking for its data. */
 const FETCH_DELAY_MS = 80;
-const SEARCH_DELAY_MS = 250;
 /** Show "Loading…" in the corner only for slower answers. */
 const BUSY_DELAY_MS = 300;
-const KEY_ZOOM = 0.8;
-const KEY_PAN = 0.15;
 
 // ---------------------------------------------------------------- fetch
 
@@ -86,117 +85,6 @@ export function rawHref({ run, worker, span }) {
   return apiUrl("/api/trace/raw", { run, worker, span });
 }
 
-// ---------------------------------------------------------------- shape
-
-/** How kinds read in the UI. */
-export const KIND_LABELS = Object.freeze({
-  kernel: "Kernel", memcpy: "Memcpy", memset: "Memset", cpu_op: "CPU op", user_annotation: "User annotation",
-  gpu_user_annotation: "GPU user annotation", python_function: "Python function", python: "Python",
-  runtime: "Runtime", driver: "Driver", trace: "Trace", other: "Other",
-});
-
-/** @param {string} kind */
-export function kindLabel(kind) {
-  return KIND_LABELS[/** @type {keyof KIND_LABELS} */ (kind)] || kind || "Event";
-}
-
-/** "launched by" -> "Launched by". @param {string} relation */
-export function relationLabel(relation) {
-  const text = String(relation || "linked");
-  return text.charAt(0).toUpperCase() + text.slice(1);
-}
-
-/**
- * The search counter: "3 of 12", "– of 12" before the first step, "No matches"; its tooltip says
- * when stepping covers only the matches listed (the server lists the first 1000 by start time).
- * @param {number} index -1 before the first step
- * @param {number} total every match
- * @param {number} listed the matches the server listed
- * @returns {{text: string, title: string}}
- */
-export function searchCountText(index, total, listed) {
-  if (!total) return { text: "No matches", title: "" };
-  const k = index >= 0 ? formatCount(index + 1) : "–";
-  return {
-    text: `${k} of ${formatCount(total)}`,
-    title: listed < total ? `Next and previous step through the first ${formatCount(listed)} matches, by start time` : "",
-  };
-}
-
-/**
- * A field value as text: strings as they are, everything else as compact JSON.
- * @param {unknown} value
- */
-export function fieldText(value) {
-  if (value === null || value === undefined) return NA;
-  if (typeof value === "string") return value;
-  try {
-    return JSON.stringify(value);
-  } catch {
-    return String(value);
-  }
-}
-
-/**
- * The label/value pairs at the top of the details panel.
- * @param {EventDetail} event
- * @param {number} origin trace start, us
- * @param {Lane|undefined} lane
- * @returns {[string, string][]}
- */
-export function eventFacts(event, origin, lane) {
-  return [
-    ["Duration", formatUs(event.dur_us)],
-    ["Start", formatOffset(event.start_us - origin)],
-    ["Step", event.step || NA],
-    ["Category", event.cat || NA],
-    ["Lane", lane ? `${lane.process} · ${lane.name}` : NA],
-  ];
-}
-
-/**
- * The hover text of a box or merged block.
- * @param {import("./lib/timeline.js").WindowData} data
- * @param {Hit} hit
- * @param {number} origin
- * @returns {{title: string, lines: string[]}}
- */
-export function tooltipText(data, hit, origin) {
-  const lane = /** @type {import("./lib/timeline.js").WindowLane} */ (data.lanes.get(hit.lane));
-  if (hit.kind === "merged") {
-    const m = lane.merged;
-    const span = m.end_us[hit.index] - m.start_us[hit.index];
-    const count = m.count[hit.index];
-    return {
-      title: `${formatCount(count)} event${count === 1 ? "" : "s"}, merged`,
-      lines: [
-        `Busy ${formatUs(m.busy_us[hit.index])} of ${formatUs(span)}${span > 0 ? ` (${formatRatio(Math.min(1, m.busy_us[hit.index] / span), 0)})` : ""}`,
-        `From ${formatOffset(m.start_us[hit.index] - origin)}`,
-        "Too small to tell apart at this zoom: click to zoom in",
-      ],
-    };
-  }
-  const b = lane.boxes;
-  const kind = data.kinds[b.kind[hit.index]] || "other";
-  return {
-    title: String(data.names[b.name[hit.index]] ?? ""),
-    lines: [`${kindLabel(kind)} · ${formatUs(b.dur_us[hit.index])}`, `At ${formatOffset(b.start_us[hit.index] - origin)}`],
-  };
-}
-
-/**
- * Where a linked event sits, for its flow arrow: the link's own row, else the row it is drawn in
- * now, else its lane's first row.
- * @param {Link} link
- * @param {import("./lib/timeline.js").WindowData|null} data
- * @returns {Placed}
- */
-export function placeLink(link, data) {
-  const drawn = placeOf(data, link.id);
-  const row = Number.isInteger(link.row) ? /** @type {number} */ (link.row) : drawn ? drawn.row : 0;
-  return { id: link.id, lane: link.lane, row, start_us: link.start_us, dur_us: link.dur_us };
-}
-
 // ---------------------------------------------------------------- draw
 
 /**
@@ -208,127 +96,6 @@ function showMessage(node, text, tone = "info") {
   node.textContent = text;
   node.dataset.tone = tone;
   node.hidden = !text;
-}
-
-/**
- * The label column: a header per process and a label per lane, buttons that fold lanes (a folded
- * lane is one row, its calls drawn over each other); a process header folds all its lanes.
- * @param {HTMLElement} node
- * @param {import("./lib/timeline.js").Layout} layout
- * @param {(ids: number[], fold: boolean) => void} onFold
- */
-function drawLaneLabels(node, layout, onFold) {
-  const items = layout.items;
-  node.replaceChildren(...items.map((item, k) => {
-    if (item.type === "process") {
-      /** @type {import("./lib/timeline.js").LaneItem[]} */ const own = [];
-      for (let j = k + 1; j < items.length && items[j].type === "lane"; j += 1) own.push(/** @type {any} */ (items[j]));
-      const folded = own.every((i) => i.collapsed);
-      const button = el("button", { class: "tl-process", text: item.label, testid: "process-label",
-        title: `${item.label}: click to ${folded ? "unfold" : "fold"} its lanes`,
-        attrs: { type: "button", style: `height: ${item.h}px`, "aria-expanded": String(!folded) } });
-      button.addEventListener("click", () => onFold(own.map((i) => i.lane.id), !folded));
-      return button;
-    }
-    const { lane } = item;
-    const button = el("button", {
-      class: `tl-lane tl-lane-${lane.kind}`, testid: "lane-label",
-      title: `${lane.process} · ${lane.name}\n${formatCount(lane.events)} events, ${lane.rows} row${lane.rows === 1 ? "" : "s"}`
-        + (lane.rows > 1 ? `\nClick to ${item.collapsed ? "unfold" : "fold"} its rows` : ""),
-      attrs: { type: "button", style: `height: ${item.h}px`, "data-lane": String(lane.id), "aria-expanded": String(!item.collapsed) },
-    }, [el("span", { class: "tl-lane-name", text: lane.name })]);
-    if (lane.rows > 1) button.addEventListener("click", () => onFold([lane.id], !item.collapsed));
-    else button.disabled = true;
-    return button;
-  }));
-}
-
-/**
- * Lane ids from the URL's `collapse` ("3,4").
- * @param {string|undefined} text
- * @returns {Set<number>}
- */
-export function parseCollapsed(text) {
-  const parts = String(text || "").split(",").map((part) => part.trim()).filter(Boolean);
-  return new Set(parts.map(Number).filter((n) => Number.isInteger(n)));
-}
-
-/**
- * A colour key of the kinds drawn now (in the API's kind order), and of merged blocks.
- * @param {HTMLElement} node
- * @param {string[]} kinds every kind name
- * @param {Set<string>} present the kinds drawn
- * @param {boolean} merged whether merged blocks are drawn
- */
-function drawLegend(node, kinds, present, merged) {
-  const shown = kinds.filter((k) => present.has(k));
-  const signature = JSON.stringify([shown, merged]);
-  if (node.dataset.signature === signature) return;
-  node.dataset.signature = signature;
-  const items = shown.map((kind) => el("span", { class: "legend-item", testid: "legend-item" }, [
-      el("span", { class: "swatch", attrs: { style: `background: ${eventColor("", kind).fill}` } }),
-    kindLabel(kind),
-  ]));
-  if (merged) {
-    items.push(el("span", { class: "legend-item", testid: "legend-item",
-      title: "Events too small to draw one by one at this zoom; hover for their count" }, [
-      el("span", { class: "swatch swatch-merged" }), "Merged",
-    ]));
-  }
-  node.replaceChildren(...items);
-}
-
-/**
- * The details panel: facts, linked events (buttons that select them), fields, call stack.
- * @param {{panel: HTMLElement, kind: HTMLElement, title: HTMLElement, body: HTMLElement}} ui
- * @param {EventDetail} event
- * @param {number} origin
- * @param {Map<number, Lane>} lanes
- * @param {(link: Link) => void} follow
- */
-function drawDetails(ui, event, origin, lanes, follow) {
-  ui.kind.textContent = kindLabel(event.kind);
-  ui.title.textContent = event.name;
-  ui.title.title = event.name;
-  const facts = el("dl", { class: "details-facts", testid: "event-facts" }, eventFacts(event, origin, lanes.get(event.lane))
-    .map(([label, value]) => el("div", { class: "stat" }, [el("dt", { text: label }), el("dd", { text: value, title: value })])));
-  const parts = [...(event.warnings || []).map((w) => el("p", { class: "note note-warn", text: w })), facts];
-
-  const links = event.links || [];
-  if (links.length) {
-    parts.push(el("section", { class: "details-section" }, [
-      el("h3", { class: "details-heading", text: "Linked events" }),
-      el("ul", { class: "details-links" }, links.map((link) => {
-        const button = el("button", {
-          class: "link-button", testid: "event-link", title: `${relationLabel(link.relation)}: ${link.name}`,
-          attrs: { type: "button", "data-relation": link.relation, "data-id": String(link.id) },
-        }, [
-          el("span", { class: "link-relation", text: relationLabel(link.relation) }),
-          el("span", { class: "link-name", text: link.name }),
-          el("span", { class: "link-dur", text: formatUs(link.dur_us) }),
-        ]);
-        button.addEventListener("click", () => follow(link));
-        return el("li", {}, [button]);
-      })),
-    ]));
-  }
-  const fields = Object.entries(event.fields || {});
-  if (fields.length) {
-    parts.push(el("section", { class: "details-section" }, [
-      el("h3", { class: "details-heading", text: "Fields" }),
-      el("dl", { class: "kv details-fields", testid: "event-fields" }, fields.flatMap(([key, value]) => [
-        el("dt", { text: key }), el("dd", { text: fieldText(value) }),
-      ])),
-    ]));
-  }
-  const frames = event.frames || [];
-  if (frames.length) {
-    parts.push(el("section", { class: "details-section" }, [
-      el("h3", { class: "details-heading", text: `Call stack (${frames.length} frame${frames.length === 1 ? "" : "s"}, innermost first)` }),
-      el("ol", { class: "frames", testid: "event-frames" }, frames.map(frameItem)),
-    ]));
-  }
-  ui.body.replaceChildren(...parts);
 }
 
 /**
@@ -362,7 +129,6 @@ export async function mount(root, params, { signal } = {}) {
   ui.flows.checked = params.flows !== "0";
   ui.counters.checked = params.counters === "1";
   ui.details.panel.hidden = true;
-  ui.countersBox.hidden = true;
   ui.tooltip.hidden = true;
   showMessage(ui.message, "");
   clear(ui.labels);
@@ -424,20 +190,15 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
   const st = {
     view: fromUrl || { ...bounds },
     size: { width: 0, height: 0 },
-    /** @type {import("./lib/timeline.js").WindowData|null} */ data: null,
+    /** @type {import("./lib/lanes.js").WindowData|null} */ data: null,
     /** @type {(TimeWindow & {width_px: number})|null} */ have: null,
-    /** @type {Series[]|null} */ series: null,
-    /** @type {(TimeWindow & {width_px: number})|null} */ seriesHave: null,
     /** @type {Placed|null} */ selected: null,
     /** @type {EventDetail|null} */ detail: null,
     /** @type {Placed|null} */ hover: null,
     /** @type {[number, number]|null} */ range: null,
-    /** @type {number|null} */ counterCursor: null,
-    search: { q: "", regex: false, /** @type {Match[]} */ matches: [], total: 0, index: -1, ids: new Set() },
-    pointerX: /** @type {number|null} */ (null),
   };
-  /** @type {Record<string, AbortController|null>} */ const inflight = { window: null, counters: null, event: null, search: null };
-  const timers = { fetch: 0, search: 0, busy: 0 };
+  /** @type {Record<string, AbortController|null>} */ const inflight = { window: null, event: null };
+  const timers = { fetch: 0, busy: 0 };
   let frame = 0;
   const dirty = { all: false, overlay: false };
 
@@ -490,14 +251,14 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
       ui.canvas.dataset.drawnBoxes = String(drawn.boxes);
       ui.canvas.dataset.drawnMerged = String(drawn.merged);
       drawRulerNow();
-      drawCountersNow();
+      counters.draw();
       ui.range.textContent = rangeText();
     }
     if (dirty.all || dirty.overlay) {
       const { ctx } = fitCanvas(ui.overlay, width, height);
       const flows = ui.flows.checked && st.detail && st.selected ? (st.detail.links || []).map((l) => placeLink(l, st.data)) : [];
       drawOverlay(ctx, { width, height, scrollTop, layout, data: st.data, win: st.view, selected: st.selected,
-        hover: st.hover, matches: st.search.ids, flows, range: st.range });
+        hover: st.hover, matches: search.ids(), flows, range: st.range });
       ui.overlay.dataset.flows = String(flows.length);
     }
     dirty.all = false;
@@ -511,14 +272,6 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
     const height = 40;
     const { ctx } = fitCanvas(ui.ruler, st.size.width, height);
     drawRuler(ctx, { width: st.size.width, height, win: st.view, origin, steps, range: st.range });
-  }
-
-  function drawCountersNow() {
-    if (ui.countersBox.hidden || !st.series) return;
-    const height = Math.max(1, st.series.length * TRACK_PX);
-    const { ctx } = fitCanvas(ui.counterCanvas, st.size.width, height);
-    drawCounters(ctx, { width: st.size.width, height, series: st.series, win: st.view, cursor: st.counterCursor });
-    ui.counterCanvas.dataset.tracks = String(st.series.length);
   }
 
   function rangeText() {
@@ -542,7 +295,7 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
       const full = sameWindow(st.view, bounds, st.size.width);
       updateQuery({ start_us: full ? null : timeParam(st.view.start_us), end_us: full ? null : timeParam(st.view.end_us) });
       loadWindow();
-      loadCounters();
+      counters.load();
     }, FETCH_DELAY_MS);
   }
 
@@ -583,53 +336,15 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
     }
   }
 
-  async function loadCounters() {
-    if (!ui.counters.checked) return;
-    const width = st.size.width;
-    if (covers(st.seriesHave, st.view, width, bounds)) return;
-    const req = requestWindow(st.view, width, bounds);
-    const ctl = fresh("counters");
-    try {
-      const body = await fetchCounters(sel, req, ctl.signal);
-      if (ctl.signal.aborted) return;
-      st.series = body.series || [];
-      st.seriesHave = req;
-      drawCounterLabels();
-      requestDraw();
-    } catch (err) {
-      if (ctl.signal.aborted || isAbort(err)) return;
-      ui.counterLabels.replaceChildren(el("div", { class: "tl-counter-error", testid: "counter-error",
-        text: `Counters could not be loaded: ${errorText(err)}` }));
-    } finally {
-      if (inflight.counters === ctl) inflight.counters = null;
-    }
-  }
-
-  function drawCounterLabels() {
-    const series = st.series || [];
-    if (!series.length) {
-      ui.counterLabels.replaceChildren(el("div", { class: "tl-counter-empty", testid: "counter-empty",
-        text: "This trace records no counters." }));
-      return;
-    }
-    ui.counterLabels.replaceChildren(...series.map((s, i) => el("div", {
-      class: "tl-counter-label", testid: "counter-label", title: s.name,
-      attrs: { style: `height: ${TRACK_PX}px; --track-color: ${trackColor(i)}` },
-    }, [
-      el("span", { class: "tl-counter-name", text: s.name }),
-      el("span", { class: "tl-counter-max", text: seriesMax(s) === null ? "no samples here" : `max ${formatCounter(seriesMax(s), s.unit)}` }),
-    ])));
-  }
-
   // ------------------------------------------------------------ selection and details
 
   /**
-   * Selects an event: outline at once when it is drawn, details from the server, and optionally
-   * a window around it.
+   * Selects an event: outline at once when it is drawn, details from the server, its row scrolled
+   * into view (the details panel takes some of the timeline's height), optionally a window around it.
    * @param {number} id
-   * @param {{zoom?: boolean, reveal?: boolean}} [options] reveal: scroll its lane into view
+   * @param {{zoom?: boolean}} [options]
    */
-  async function select(id, { zoom = false, reveal = zoom } = {}) {
+  async function select(id, { zoom = false } = {}) {
     st.selected = placeOf(st.data, id);
     st.detail = null;
     updateQuery({ select: String(id) });
@@ -650,9 +365,9 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
       drawDetails(panel, event, origin, laneById, (link) => select(link.id, { zoom: true }));
       panel.panel.dataset.eventId = String(event.id);
       if (zoom) setView(windowAround(event.start_us, event.dur_us, bounds));
-      if (reveal) revealRow(st.selected);
+      revealRow(st.selected);
       requestDraw(false);
-      syncSearchIndex(id);
+      search.sync(id);
       placeLinks(event, ctl.signal);
     } catch (err) {
       if (ctl.signal.aborted || isAbort(err)) return;
@@ -726,93 +441,17 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
 
   // ------------------------------------------------------------ search
 
-  /** @param {string|{text: string, title: string}} [what] @param {string} [tone] */
-  function showCount(what = "", tone = "") {
-    const { text, title } = typeof what === "string" ? { text: what, title: "" } : what;
-    ui.count.textContent = text;
-    ui.count.title = title;
-    ui.count.dataset.tone = tone;
-  }
-
-  /** @param {number} id */
-  function syncSearchIndex(id) {
-    const index = st.search.matches.findIndex((m) => m.id === id);
-    if (index >= 0 && index !== st.search.index) {
-      st.search.index = index;
-      showCount(searchCountText(index, st.search.total, st.search.matches.length));
-    }
-  }
-
-  /** @param {{step?: number}} [options] step to a match once the answer is in (1: next, -1: previous) */
-  async function runSearch({ step = 0 } = {}) {
-    window.clearTimeout(timers.search);
-    const q = ui.search.value.trim();
-    const regex = ui.regex.checked;
-    updateQuery({ q: q || null, regex: regex ? "1" : null });
-    if (!q) {
-      abort("search");
-      st.search = { q: "", regex, matches: [], total: 0, index: -1, ids: new Set() };
-      showCount();
-      requestDraw(false);
-      return;
-    }
-    const ctl = fresh("search");
-    showCount("Searching…");
-    try {
-      const result = await fetchSearch(sel, q, regex, ctl.signal);
-      if (ctl.signal.aborted) return;
-      const matches = result.matches || [];
-      st.search = { q, regex, matches, total: result.total ?? matches.length, index: -1, ids: new Set(matches.map((m) => m.id)) };
-      const current = st.selected ? matches.findIndex((m) => m.id === /** @type {Placed} */ (st.selected).id) : -1;
-      st.search.index = current;
-      showCount(searchCountText(current, st.search.total, matches.length));
-      requestDraw(false);
-      inflight.search = null; // answered: stepping must not search again
-      if (step) stepMatch(step);
-    } catch (err) {
-      if (ctl.signal.aborted || isAbort(err)) return;
-      st.search = { q, regex, matches: [], total: 0, index: -1, ids: new Set() };
-      showCount(errorText(err), "error");
-      requestDraw(false);
-    } finally {
-      if (inflight.search === ctl) inflight.search = null;
-    }
-  }
-
-  /** @param {number} dir */
-  function stepMatch(dir) {
-    const { matches } = st.search;
-    const q = ui.search.value.trim();
-    if (q !== st.search.q || ui.regex.checked !== st.search.regex || inflight.search) {
-      runSearch({ step: dir });
-      return;
-    }
-    if (!matches.length) return;
-    const n = matches.length;
-    const index = st.search.index < 0 ? (dir > 0 ? 0 : n - 1) : (st.search.index + dir + n) % n;
-    st.search.index = index;
-    showCount(searchCountText(index, st.search.total, n));
-    const match = matches[index];
+  const search = searchBox({ input: ui.search, regex: ui.regex, prev: ui.prev, next: ui.next, count: ui.count }, {
+    search: (q, regex, searchSignal) => fetchSearch(sel, q, regex, searchSignal),
     // Zoom at once from the match's own times; the details follow.
-    setView(windowAround(match.start_us, match.dur_us, bounds));
-    select(match.id, { reveal: true });
-  }
-
-  ui.search.addEventListener("input", () => {
-    window.clearTimeout(timers.search);
-    timers.search = window.setTimeout(() => runSearch(), SEARCH_DELAY_MS);
-  }, listen);
-  ui.search.addEventListener("keydown", (event) => {
-    if (event.key === "Enter") {
-      event.preventDefault();
-      stepMatch(event.shiftKey ? -1 : 1);
-    } else if (event.key === "Escape" && ui.search.value) {
-      event.stopPropagation();
-    }
-  }, listen);
-  ui.regex.addEventListener("change", () => runSearch(), listen);
-  ui.next.addEventListener("click", () => stepMatch(1), listen);
-  ui.prev.addEventListener("click", () => stepMatch(-1), listen);
+    go: (match) => {
+      setView(windowAround(match.start_us, match.dur_us, bounds));
+      select(match.id);
+    },
+    selected: () => (st.selected ? st.selected.id : null),
+    changed: () => requestDraw(false),
+    signal,
+  });
 
   // ------------------------------------------------------------ toggles
 
@@ -822,20 +461,9 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
   }, listen);
   ui.counters.addEventListener("change", () => {
     updateQuery({ counters: ui.counters.checked ? "1" : null });
-    showCounters();
+    counters.show(ui.counters.checked);
   }, listen);
   ui.reset.addEventListener("click", () => setView(bounds), listen);
-
-  function showCounters() {
-    ui.countersBox.hidden = !ui.counters.checked;
-    if (ui.counters.checked) {
-      if (!st.series) {
-        ui.counterLabels.replaceChildren(el("div", { class: "tl-counter-empty", text: "Loading counters…" }));
-      }
-      loadCounters();
-    }
-    requestDraw();
-  }
 
   // ------------------------------------------------------------ pointer
 
@@ -847,7 +475,7 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
   /** @param {Hit|null} hit @returns {Placed|null} */
   function placedOfHit(hit) {
     if (!hit || !st.data) return null;
-    const lane = /** @type {import("./lib/timeline.js").WindowLane} */ (st.data.lanes.get(hit.lane));
+    const lane = /** @type {import("./lib/lanes.js").WindowLane} */ (st.data.lanes.get(hit.lane));
     if (hit.kind === "box") return placeOf(st.data, hit.id);
     const m = lane.merged;
     return { id: -1, lane: hit.lane, row: m.row[hit.index], start_us: m.start_us[hit.index], dur_us: m.end_us[hit.index] - m.start_us[hit.index] };
@@ -896,57 +524,6 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
     }
   }
 
-  /** @type {{mode: "pan"|"range", x0: number, y0: number, t0: number, view0: TimeWindow, scroll0: number, moved: boolean, id: number, target: HTMLElement}|null} */
-  let drag = null;
-
-  /** @param {PointerEvent} event @param {"pan"|"range"} mode @param {HTMLElement} target */
-  function startDrag(event, mode, target) {
-    if (event.button !== 0) return;
-    event.preventDefault();
-    target.setPointerCapture(event.pointerId);
-    drag = { mode, x0: event.clientX, y0: event.clientY, t0: timeOf(plotX(event), st.view, st.size.width), view0: st.view,
-      scroll0: ui.body.scrollTop, moved: false, id: event.pointerId, target };
-    hideTooltip();
-  }
-
-  /** @param {PointerEvent} event */
-  function moveDrag(event) {
-    if (!drag) return false;
-    const dx = event.clientX - drag.x0;
-    const dy = event.clientY - drag.y0;
-    if (!drag.moved && Math.abs(dx) + Math.abs(dy) < 4) return true;
-    drag.moved = true;
-    if (drag.mode === "pan") {
-      const perPx = (drag.view0.end_us - drag.view0.start_us) / st.size.width;
-      setView(panBy(drag.view0, -dx * perPx, bounds));
-      ui.body.scrollTop = drag.scroll0 - dy;
-      ui.stage.style.cursor = "grabbing";
-    } else {
-      const t = timeOf(Math.max(0, Math.min(st.size.width, plotX(event))), st.view, st.size.width);
-      st.range = [drag.t0, t];
-      requestDraw();
-    }
-    return true;
-  }
-
-  /** @param {PointerEvent} event */
-  function endDrag(event) {
-    if (!drag) return;
-    const done = drag;
-    drag = null;
-    ui.stage.style.cursor = "";
-    if (done.target.hasPointerCapture(done.id)) done.target.releasePointerCapture(done.id);
-    if (done.mode === "range" && st.range) {
-      const [a, b] = st.range;
-      st.range = null;
-      const perPx = (st.view.end_us - st.view.start_us) / st.size.width;
-      if (Math.abs(b - a) >= 3 * perPx) setView({ start_us: Math.min(a, b), end_us: Math.max(a, b) });
-      requestDraw();
-      return;
-    }
-    if (!done.moved && done.target === ui.stage) click(event);
-  }
-
   /** @param {PointerEvent} event */
   function click(event) {
     const hit = hitTest(st.data, layout, st.view, st.size.width, plotX(event), contentY(event));
@@ -962,94 +539,47 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
     setView(windowAround(placed.start_us, placed.dur_us, bounds, { share: 0.9, minSpan: 0 }));
   }
 
-  ui.stage.addEventListener("pointerdown", (event) => {
-    startDrag(event, event.shiftKey || event.altKey || event.ctrlKey || event.metaKey ? "range" : "pan", ui.stage);
-  }, listen);
-  ui.ruler.addEventListener("pointerdown", (event) => startDrag(event, "range", ui.ruler), listen);
-  for (const target of [ui.stage, ui.ruler]) {
-    target.addEventListener("pointermove", (event) => {
-      st.pointerX = plotX(event);
-      if (moveDrag(event)) return;
-      if (target === ui.stage) hoverAt(event);
-    }, listen);
-    target.addEventListener("pointerup", endDrag, listen);
-    target.addEventListener("pointercancel", () => {
-      drag = null;
-      st.range = null;
+  const counters = counterTracks({ box: ui.countersBox, labels: ui.counterLabels, canvas: ui.counterCanvas }, {
+    load: (req, countersSignal) => fetchCounters(sel, req, countersSignal),
+    view: () => st.view,
+    width: () => st.size.width,
+    bounds,
+    origin,
+    changed: () => requestDraw(),
+    tooltip: showTooltip,
+    untip: () => { ui.tooltip.hidden = true; },
+    signal,
+  });
+
+  wireGestures({ stage: ui.stage, ruler: ui.ruler, wheelTargets: [ui.stage, ui.ruler, ui.counterCanvas], body: ui.body, signal }, {
+    view: () => st.view,
+    size: () => st.size,
+    bounds,
+    setView,
+    setRange: (range) => {
+      st.range = range;
       requestDraw();
-    }, listen);
-  }
-  ui.stage.addEventListener("pointerleave", () => {
-    st.pointerX = null;
-    if (!drag) hideTooltip();
-  }, listen);
-  ui.stage.addEventListener("dblclick", (event) => {
-    const hit = hitTest(st.data, layout, st.view, st.size.width, plotX(event), contentY(event));
-    const placed = placedOfHit(hit);
-    if (placed) setView(windowAround(placed.start_us, placed.dur_us, bounds, { share: 0.85, minSpan: 0 }));
-  }, listen);
-
-  /** @param {WheelEvent} event */
-  function wheel(event) {
-    event.preventDefault();
-    const scale = event.deltaMode === 1 ? 16 : event.deltaMode === 2 ? st.size.height : 1;
-    const dx = event.deltaX * scale;
-    const dy = event.deltaY * scale;
-    const perPx = (st.view.end_us - st.view.start_us) / st.size.width;
-    if (event.shiftKey || Math.abs(dx) > Math.abs(dy)) {
-      setView(panBy(st.view, (Math.abs(dx) > Math.abs(dy) ? dx : dy) * perPx, bounds));
-      return;
-    }
-    const factor = Math.exp(dy * (event.ctrlKey ? 0.01 : 0.0015));
-    setView(zoomAt(st.view, factor, plotX(event) / st.size.width, bounds));
-  }
-  for (const target of [ui.stage, ui.ruler, ui.counterCanvas]) target.addEventListener("wheel", wheel, { passive: false, signal });
-
-  ui.counterCanvas.addEventListener("pointermove", (event) => {
-    if (!st.series || !st.series.length) return;
-    const rect = ui.counterCanvas.getBoundingClientRect();
-    const index = Math.floor((event.clientY - rect.top) / TRACK_PX);
-    const series = st.series[index];
-    st.counterCursor = event.clientX - rect.left;
-    requestDraw();
-    if (!series) return;
-    const t = timeOf(st.counterCursor, st.view, st.size.width);
-    const sample = valueAt(series, t);
-    showTooltip(event, series.name, [
-      sample ? formatCounter(sample.value, series.unit) : "No sample yet",
-      `At ${formatOffset(t - origin)}`,
-    ]);
-  }, listen);
-  ui.counterCanvas.addEventListener("pointerleave", () => {
-    st.counterCursor = null;
-    ui.tooltip.hidden = true;
-    requestDraw();
-  }, listen);
+    },
+    click,
+    dblclick: (event) => {
+      const placed = placedOfHit(hitTest(st.data, layout, st.view, st.size.width, plotX(event), contentY(event)));
+      if (placed) setView(windowAround(placed.start_us, placed.dur_us, bounds, { share: 0.85, minSpan: 0 }));
+    },
+    hover: (event) => (event ? hoverAt(event) : hideTooltip()),
+    key: (key) => {
+      if (key === "f" || key === "F") frameSelection();
+      else if (key === "Escape" && !ui.details.panel.hidden) deselect();
+      else return false;
+      return true;
+    },
+    // Keys act only while the timeline is on screen (not behind an error message).
+    active: () => ui.timeline.offsetParent !== null,
+  });
 
   ui.body.addEventListener("scroll", () => {
     hideTooltip();
     requestDraw();
   }, { passive: true, signal });
-
-  // ------------------------------------------------------------ keys (as in chrome://tracing)
-
-  document.addEventListener("keydown", (event) => {
-    if (event.ctrlKey || event.metaKey || event.altKey) return;
-    if (isTyping(/** @type {HTMLElement|null} */ (event.target))) return;
-    if (ui.timeline.offsetParent === null) return; // the view is hidden (an error is shown instead)
-    const key = event.key.toLowerCase();
-    const anchor = st.pointerX === null ? 0.5 : st.pointerX / st.size.width;
-    const span = st.view.end_us - st.view.start_us;
-    if (key === "w") setView(zoomAt(st.view, KEY_ZOOM, anchor, bounds));
-    else if (key === "s") setView(zoomAt(st.view, 1 / KEY_ZOOM, anchor, bounds));
-    else if (key === "a") setView(panBy(st.view, -KEY_PAN * span, bounds));
-    else if (key === "d") setView(panBy(st.view, KEY_PAN * span, bounds));
-    else if (key === "f") frameSelection();
-    else if (key === "0") setView(bounds);
-    else if (event.key === "Escape" && !ui.details.panel.hidden) deselect();
-    else return;
-    event.preventDefault();
-  }, listen);
 
   const observer = new ResizeObserver(() => {
     const widthChanged = measure();
@@ -1058,7 +588,7 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
       window.clearTimeout(timers.fetch);
       timers.fetch = window.setTimeout(() => {
         loadWindow();
-        loadCounters();
+        counters.load();
       }, FETCH_DELAY_MS);
     }
   });
@@ -1067,13 +597,12 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
 
   measure();
   observer.observe(ui.body);
-  ui.countersBox.hidden = !ui.counters.checked;
   /** @type {Promise<unknown>[]} */ const first = [loadWindow()];
   const selectId = Number(params.select);
-  if (params.select && Number.isInteger(selectId)) first.push(select(selectId, { zoom: !fromUrl, reveal: true }));
-  if (ui.counters.checked) first.push(loadCounters());
+  if (params.select && Number.isInteger(selectId)) first.push(select(selectId, { zoom: !fromUrl }));
+  if (ui.counters.checked) first.push(counters.show(true));
   // A link that only names what to look for (e.g. an operator's "Trace" link) opens at its first match.
-  if (ui.search.value.trim()) runSearch({ step: !params.select && !fromUrl ? 1 : 0 });
+  if (ui.search.value.trim()) search.run({ step: !params.select && !fromUrl ? 1 : 0 });
   requestDraw();
   const ready = Promise.all(first).then(() => {
     if (!st.data && !(signal && signal.aborted) && ui.message.dataset.tone === "error") {
@@ -1081,16 +610,6 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
     }
   });
   return { ready };
-}
-
-/**
- * Whether keys pressed in `target` are typing (text fields, selects), not timeline commands.
- * @param {HTMLElement|null} target
- */
-export function isTyping(target) {
-  if (!target) return false;
-  if (target.isContentEditable || target.tagName === "TEXTAREA" || target.tagName === "SELECT") return true;
-  return target.tagName === "INPUT" && !["checkbox", "radio", "button", "submit", "reset"].includes(/** @type {HTMLInputElement} */ (target).type);
 }
 
 /** @param {unknown} err */

@@ -1,12 +1,15 @@
 /**
  * Counter tracks of the trace timeline: GPU utilization, Est. SM efficiency, memory and the trace's
  * own counters as small step charts on one canvas, sharing the lanes' time axis. Reads the
- * `series` of `/api/trace/counters`; the scale and value lookup are pure functions.
+ * `series` of `/api/trace/counters` (for the window on screen, when shown); the scale and value
+ * lookup are pure functions, `counterTracks` runs the labels, canvas and hover values.
  * @module lib/counters
  */
 
-import { NA, formatBytes, formatRatio } from "./format.js";
-import { xOf } from "./viewport.js";
+import { isAbort } from "./api.js";
+import { el } from "./dom.js";
+import { NA, formatBytes, formatOffset, formatRatio } from "./format.js";
+import { covers, requestWindow, timeOf, xOf } from "./viewport.js";
 
 /**
  * @typedef {import("./viewport.js").TimeWindow} TimeWindow
@@ -160,4 +163,121 @@ export function drawCounters(ctx, { width, height, series, win, trackPx = TRACK_
     ctx.fillStyle = "rgba(32, 33, 36, 0.45)";
     ctx.fillRect(Math.round(cursor), 0, 1, height);
   }
+}
+
+/**
+ * The counter tracks of one mount: shown or hidden, fetched for the window on screen (when the
+ * data on hand no longer covers it), labels, drawing and the value under the pointer.
+ * @param {{box: HTMLElement, labels: HTMLElement, canvas: HTMLCanvasElement}} ui
+ * @param {object} hooks
+ * @param {(req: TimeWindow & {width_px: number}, signal: AbortSignal) => Promise<{series: Series[]}>} hooks.load
+ * @param {() => TimeWindow} hooks.view
+ * @param {() => number} hooks.width the plot's width, CSS px
+ * @param {TimeWindow} hooks.bounds the trace
+ * @param {number} hooks.origin the trace's start, for times in tooltips
+ * @param {() => void} hooks.changed something needs drawing
+ * @param {(event: MouseEvent, title: string, lines: string[]) => void} hooks.tooltip shows a tooltip at the pointer
+ * @param {() => void} hooks.untip hides it
+ * @param {AbortSignal} [hooks.signal] fires when the view is remounted
+ */
+export function counterTracks(ui, { load, view, width, bounds, origin, changed, tooltip, untip, signal }) {
+  /** @type {Series[]|null} */ let series = null;
+  /** @type {(TimeWindow & {width_px: number})|null} */ let have = null;
+  /** @type {AbortController|null} */ let inflight = null;
+  /** @type {number|null} */ let cursor = null;
+  const listen = { signal };
+
+  function drawLabels() {
+    if (!series || !series.length) {
+      ui.labels.replaceChildren(el("div", { class: "tl-counter-empty", testid: "counter-empty",
+        text: series ? "This trace records no counters." : "Loading counters…" }));
+      return;
+    }
+    ui.labels.replaceChildren(...series.map((s, i) => {
+      const max = seriesMax(s);
+      return el("div", {
+        class: "tl-counter-label", testid: "counter-label", title: s.name,
+        attrs: { style: `height: ${TRACK_PX}px; --track-color: ${trackColor(i)}` },
+      }, [
+        el("span", { class: "tl-counter-name", text: s.name }),
+        el("span", { class: "tl-counter-max", text: max === null ? "no samples here" : `max ${formatCounter(max, s.unit)}` }),
+      ]);
+    }));
+  }
+
+  /** Fetches the series for the view unless the data on hand covers it. */
+  async function fetchSeries() {
+    if (ui.box.hidden || covers(have, view(), width(), bounds)) return;
+    const req = requestWindow(view(), width(), bounds);
+    if (inflight) inflight.abort();
+    const ctl = new AbortController();
+    inflight = ctl;
+    try {
+      const body = await load(req, ctl.signal);
+      if (ctl.signal.aborted) return;
+      series = body.series || [];
+      have = req;
+      drawLabels();
+      changed();
+    } catch (err) {
+      if (ctl.signal.aborted || isAbort(err)) return;
+      ui.labels.replaceChildren(el("div", { class: "tl-counter-error", testid: "counter-error",
+        text: `Counters could not be loaded: ${err instanceof Error ? err.message : String(err)}` }));
+    } finally {
+      if (inflight === ctl) inflight = null;
+    }
+  }
+
+  /** @param {boolean} on */
+  function show(on) {
+    ui.box.hidden = !on;
+    if (!on) {
+      if (inflight) inflight.abort();
+      inflight = null;
+      changed();
+      return Promise.resolve();
+    }
+    if (!series) drawLabels();
+    changed();
+    return fetchSeries();
+  }
+
+  function draw() {
+    if (ui.box.hidden || !series) return;
+    const height = Math.max(1, series.length * TRACK_PX);
+    const w = width();
+    const dpr = window.devicePixelRatio || 1;
+    if (ui.canvas.width !== Math.round(w * dpr)) ui.canvas.width = Math.round(w * dpr);
+    if (ui.canvas.height !== Math.round(height * dpr)) ui.canvas.height = Math.round(height * dpr);
+    ui.canvas.style.width = `${w}px`;
+    ui.canvas.style.height = `${height}px`;
+    const ctx = /** @type {CanvasRenderingContext2D} */ (ui.canvas.getContext("2d"));
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    drawCounters(ctx, { width: w, height, series, win: view(), cursor });
+    ui.canvas.dataset.tracks = String(series.length);
+  }
+
+  ui.canvas.addEventListener("pointermove", (event) => {
+    if (!series || !series.length) return;
+    const rect = ui.canvas.getBoundingClientRect();
+    const track = series[Math.floor((event.clientY - rect.top) / TRACK_PX)];
+    cursor = event.clientX - rect.left;
+    changed();
+    if (!track) return;
+    const t = timeOf(cursor, view(), width());
+    const sample = valueAt(track, t);
+    tooltip(event, track.name, [
+      sample ? formatCounter(sample.value, track.unit) : "No sample yet",
+      `At ${formatOffset(t - origin)}`,
+    ]);
+  }, listen);
+  ui.canvas.addEventListener("pointerleave", () => {
+    cursor = null;
+    untip();
+    changed();
+  }, listen);
+  if (signal) signal.addEventListener("abort", () => { if (inflight) inflight.abort(); });
+
+  ui.box.hidden = true;
+  return { show, load: fetchSeries, draw };
 }

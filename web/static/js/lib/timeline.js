@@ -1,40 +1,31 @@
 /**
- * The trace timeline on <canvas>: lane layout, event colours, hit testing (pure functions, tested
- * on their own) and the drawing of lanes, the time ruler and the overlay (selection, hover, search
- * matches, flow arrows, a range being selected).
+ * The trace timeline on <canvas>: the drawing of lanes, the time ruler and the overlay (selection,
+ * hover, search matches, flow arrows, a range being selected). The model it draws (layout, colours,
+ * window data, hit testing) is lib/lanes.js.
  *
  * The server does the level of detail: `/api/trace/window` sends per lane the events wide enough
  * to see ("boxes") and merged blocks for the rest; this module draws what it sends, at whatever
- * window is on screen (older data is drawn scaled until newer data arrives).
+ * window is on screen (older data is drawn scaled until newer data arrives). The lane labels and
+ * the colour key beside the canvas are DOM, built here too.
  * @module lib/timeline
  */
 
-import { formatTick } from "./format.js";
+import { el } from "./dom.js";
+import { formatCount, formatTick } from "./format.js";
+import {
+  LABEL_MIN_PX, MERGED_ALPHA, boxLabel, eventColor, fitLabel, kindLabel, mergedBucket, placeOf, rowTop, stepLabel,
+} from "./lanes.js";
 import { boxPixels, rulerTicks, xOf } from "./viewport.js";
-import { shortKernelName } from "./format.js";
 
 /**
  * @typedef {import("./viewport.js").TimeWindow} TimeWindow
- * @typedef {{id: number, process: string, name: string, kind: "cpu"|"gpu"|"other", rows: number, events: number}} Lane
- * @typedef {{step: string, start_us: number, end_us: number}} Step
- * @typedef {{type: "process", label: string, y: number, h: number}} ProcessItem
- * @typedef {{type: "lane", lane: Lane, y: number, h: number, collapsed: boolean}} LaneItem
- * @typedef {{items: (ProcessItem|LaneItem)[], lanes: Map<number, LaneItem>, height: number, rowPx: number, padPx: number}} Layout
- * @typedef {{id: number[], start_us: number[], dur_us: number[], row: number[], name: number[], kind: number[]}} Boxes
- * @typedef {{start_us: number[], end_us: number[], row: number[], count: number[], busy_us: number[]}} Merged
- * @typedef {{id: number, boxes: Boxes, merged: Merged, groups: [string, number[]][], fills: string[], byRow: number[]}} WindowLane
- * @typedef {{start_us: number, end_us: number, width_px: number, names: string[], kinds: string[],
- *            lanes: Map<number, WindowLane>, index: Map<number, {lane: number, i: number}>,
- *            boxCount: number, mergedCount: number, labels: (string|null)[], present: Set<string>}} WindowData
- * @typedef {{kind: "box", lane: number, index: number, id: number} | {kind: "merged", lane: number, index: number}} Hit
- * @typedef {{id: number, lane: number, row: number, start_us: number, dur_us: number}} Placed
+ * @typedef {import("./lanes.js").Step} Step
+ * @typedef {import("./lanes.js").Layout} Layout
+ * @typedef {import("./lanes.js").LaneItem} LaneItem
+ * @typedef {import("./lanes.js").WindowData} WindowData
+ * @typedef {import("./lanes.js").WindowLane} WindowLane
+ * @typedef {import("./lanes.js").Placed} Placed
  */
-
-export const ROW_PX = 14;
-export const LANE_PAD_PX = 3;
-export const PROCESS_PX = 22;
-/** Boxes narrower than this get no name. */
-export const LABEL_MIN_PX = 28;
 
 const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif';
 const BOX_FONT = `10px ${FONT}`;
@@ -46,266 +37,6 @@ const STEP_SHADE = "rgba(60, 64, 67, 0.035)";
 const STEP_LINE = "rgba(60, 64, 67, 0.22)";
 const GRID_LINE = "rgba(60, 64, 67, 0.07)";
 const ACCENT = "#f57c00";
-
-// ---------------------------------------------------------------- layout
-
-/**
- * Stacks lanes top to bottom, a header row before each process's lanes; a lane is as tall as its
- * sub-rows (overlapping events on one stream or nested calls on one thread), a collapsed lane one
- * row (its rows drawn over each other, the deepest on top).
- * @param {Lane[]} lanes in the API's order
- * @param {{rowPx?: number, padPx?: number, processPx?: number, collapsed?: Set<number>}} [options]
- * @returns {Layout}
- */
-export function laneLayout(lanes, { rowPx = ROW_PX, padPx = LANE_PAD_PX, processPx = PROCESS_PX, collapsed = new Set() } = {}) {
-  /** @type {(ProcessItem|LaneItem)[]} */ const items = [];
-  /** @type {Map<number, LaneItem>} */ const byId = new Map();
-  let y = 0;
-  /** @type {string|null} */ let process = null;
-  for (const lane of lanes) {
-    if (lane.process !== process) {
-      process = lane.process;
-      items.push({ type: "process", label: process, y, h: processPx });
-      y += processPx;
-    }
-    const folded = collapsed.has(lane.id);
-    const h = (folded ? 1 : Math.max(1, lane.rows || 0)) * rowPx + 2 * padPx;
-    /** @type {LaneItem} */ const item = { type: "lane", lane, y, h, collapsed: folded };
-    items.push(item);
-    byId.set(lane.id, item);
-    y += h;
-  }
-  return { items, lanes: byId, height: y, rowPx, padPx };
-}
-
-/**
- * The top of sub-row `row` of a lane, in content px (every row of a collapsed lane is its first).
- * @param {Layout} layout
- * @param {LaneItem} item
- * @param {number} row
- */
-export function rowTop(layout, item, row) {
-  return item.y + layout.padPx + (item.collapsed ? 0 : row) * layout.rowPx;
-}
-
-/**
- * The lane item and sub-row at content y, or null (a process header, padding, below the last lane).
- * @param {Layout} layout
- * @param {number} y
- * @returns {{item: LaneItem, row: number}|null}
- */
-export function laneAt(layout, y) {
-  const items = layout.items;
-  let lo = 0;
-  let hi = items.length - 1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >> 1;
-    const it = items[mid];
-    if (y < it.y) hi = mid - 1;
-    else if (y >= it.y + it.h) lo = mid + 1;
-    else {
-      if (it.type !== "lane") return null;
-      const row = Math.floor((y - it.y - layout.padPx) / layout.rowPx);
-      if (row < 0 || row >= (it.collapsed ? 1 : Math.max(1, it.lane.rows || 0))) return null;
-      return { item: it, row };
-    }
-  }
-  return null;
-}
-
-// ---------------------------------------------------------------- colours
-
-/** Hue range, saturation and lightness range of each kind's family. */
-const FAMILIES = /** @type {Record<string, [number, number, number, number, number]>} */ ({
-  kernel: [195, 240, 58, 46, 60],
-  memcpy: [22, 34, 80, 52, 60],
-  memset: [44, 54, 80, 50, 58],
-  cpu_op: [95, 165, 42, 42, 56],
-  user_annotation: [265, 300, 40, 58, 68],
-  gpu_user_annotation: [265, 300, 40, 60, 70],
-  python_function: [18, 58, 34, 56, 70],
-  python: [18, 58, 34, 56, 70],
-  runtime: [348, 372, 62, 52, 62],
-  driver: [330, 350, 55, 52, 62],
-  trace: [210, 220, 8, 72, 78],
-  other: [200, 220, 10, 62, 72],
-});
-
-/** FNV-1a of a string, as an unsigned 32-bit integer. @param {string} text */
-function hash(text) {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i += 1) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return h >>> 0;
-}
-
-/**
- * A box's fill and text colours: the hue family of its kind, a stable hue and lightness for its name.
- * @param {string} name
- * @param {string} kind e.g. "kernel", "cpu_op"; unknown kinds are "other"
- * @returns {{fill: string, text: string}}
- */
-export function eventColor(name, kind) {
-  const family = kind in FAMILIES ? kind : "other";
-  const [h0, h1, s, l0, l1] = FAMILIES[family];
-  const h = hash(`${family}\u0000${name}`);
-  const hue = Math.round(h0 + ((h & 0xffff) / 0xffff) * (h1 - h0)) % 360;
-  const light = Math.round(l0 + (((h >>> 16) & 0xff) / 0xff) * (l1 - l0));
-  return { fill: `hsl(${hue}, ${s}%, ${light}%)`, text: light >= 57 ? "#202124" : "#ffffff" };
-}
-
-/**
- * The name shown inside a box: kernels by their own name (no return type, namespaces, templates).
- * @param {string} name
- * @param {string} kind
- */
-export function boxLabel(name, kind) {
-  return kind === "kernel" ? shortKernelName(name) : name;
-}
-
-/**
- * The longest form of `text` that fits `maxPx` (whole, or cut with "…"); null when not even
- * two characters and the ellipsis fit.
- * @param {string} text
- * @param {number} maxPx
- * @param {(s: string) => number} measure width of a string in px
- * @returns {string|null}
- */
-export function fitLabel(text, maxPx, measure) {
-  if (maxPx <= 0 || !text) return null;
-  if (measure(text) <= maxPx) return text;
-  let lo = 2;
-  let hi = text.length - 1;
-  if (measure(`${text.slice(0, lo)}…`) > maxPx) return null;
-  while (lo < hi) {
-    const mid = (lo + hi + 1) >> 1;
-    if (measure(`${text.slice(0, mid)}…`) <= maxPx) lo = mid;
-    else hi = mid - 1;
-  }
-  return `${text.slice(0, lo)}…`;
-}
-
-// ---------------------------------------------------------------- window data
-
-/**
- * Indexes an `/api/trace/window` answer for drawing: lanes by id, boxes grouped by colour (one
- * fillStyle change per colour), event ids to their lane and position.
- * @param {any} body the API's JSON
- * @param {string[]} kinds the kind names of `/api/trace/lanes`
- * @returns {WindowData}
- */
-export function prepareWindow(body, kinds) {
-  const names = Array.isArray(body.names) ? body.names : [];
-  /** @type {Map<number, WindowLane>} */ const lanes = new Map();
-  /** @type {Map<number, {lane: number, i: number}>} */ const index = new Map();
-  /** @type {Map<string, string>} */ const colorOf = new Map();
-  /** @type {Set<string>} */ const present = new Set();
-  let boxCount = 0;
-  let mergedCount = 0;
-  for (const lane of body.lanes || []) {
-    const boxes = lane.boxes || { id: [], start_us: [], dur_us: [], row: [], name: [], kind: [] };
-    const merged = lane.merged || { start_us: [], end_us: [], row: [], count: [], busy_us: [] };
-    /** @type {Map<string, number[]>} */ const groups = new Map();
-    const n = boxes.id.length;
-    /** @type {string[]} */ const fills = new Array(n);
-    for (let i = 0; i < n; i += 1) {
-      const kind = kinds[boxes.kind[i]] || "other";
-      present.add(kind);
-      const key = `${boxes.name[i]}:${kind}`;
-      let fill = colorOf.get(key);
-      if (fill === undefined) {
-        fill = eventColor(String(names[boxes.name[i]] ?? ""), kind).fill;
-        colorOf.set(key, fill);
-      }
-      fills[i] = fill;
-      const group = groups.get(fill);
-      if (group) group.push(i);
-      else groups.set(fill, [i]);
-      index.set(boxes.id[i], { lane: lane.id, i });
-    }
-    boxCount += n;
-    mergedCount += merged.start_us.length;
-    // Drawing order of a collapsed lane: outer rows first, so that the deepest calls show.
-    const byRow = Array.from({ length: n }, (_, i) => i).sort((a, c) => boxes.row[a] - boxes.row[c]);
-    lanes.set(lane.id, { id: lane.id, boxes, merged, groups: [...groups], fills, byRow });
-  }
-  return {
-    start_us: body.start_us, end_us: body.end_us, width_px: body.width_px, names, kinds,
-    lanes, index, boxCount, mergedCount, labels: new Array(names.length).fill(undefined), present,
-  };
-}
-
-/**
- * What is under the pointer: the innermost box of that sub-row (of any row in a collapsed lane,
- * the deepest) whose pixels (at least one wide, `slop` px of tolerance) hold x, else a merged
- * block; null for empty space.
- * @param {WindowData|null} data
- * @param {Layout} layout
- * @param {TimeWindow} win
- * @param {number} width plot width, CSS px
- * @param {number} x CSS px in the plot
- * @param {number} y content px (scroll included)
- * @param {number} [slop]
- * @returns {Hit|null}
- */
-export function hitTest(data, layout, win, width, x, y, slop = 2) {
-  if (!data) return null;
-  const at = laneAt(layout, y);
-  if (!at) return null;
-  const lane = data.lanes.get(at.item.lane.id);
-  if (!lane) return null;
-  const perPx = (win.end_us - win.start_us) / width;
-  const t = win.start_us + x * perPx;
-  const tol = slop * perPx;
-  const anyRow = at.item.collapsed;
-  /** @type {Hit|null} */ let best = null;
-  let bestMiss = Infinity;
-  let bestRow = -1;
-  let bestDur = Infinity;
-  const b = lane.boxes;
-  for (let i = 0; i < b.id.length; i += 1) {
-    if (!anyRow && b.row[i] !== at.row) continue;
-    const start = b.start_us[i];
-    const end = start + Math.max(b.dur_us[i], perPx);
-    const miss = t < start ? start - t : t > end ? t - end : 0;
-    if (miss > tol) continue;
-    const better = miss < bestMiss
-      || (miss === bestMiss && (b.row[i] > bestRow || (b.row[i] === bestRow && b.dur_us[i] < bestDur)));
-    if (better) {
-      best = { kind: "box", lane: lane.id, index: i, id: b.id[i] };
-      bestMiss = miss;
-      bestRow = b.row[i];
-      bestDur = b.dur_us[i];
-    }
-  }
-  if (best && bestMiss === 0) return best;
-  const m = lane.merged;
-  for (let i = 0; i < m.start_us.length; i += 1) {
-    if (!anyRow && m.row[i] !== at.row) continue;
-    const end = Math.max(m.end_us[i], m.start_us[i] + perPx);
-    const miss = t < m.start_us[i] ? m.start_us[i] - t : t > end ? t - end : 0;
-    if (miss <= tol && miss < bestMiss) {
-      best = { kind: "merged", lane: lane.id, index: i };
-      bestMiss = miss;
-    }
-  }
-  return best;
-}
-
-/**
- * The lane, row and time of a drawn event, for outlines and arrows; null when it is not in the data.
- * @param {WindowData|null} data
- * @param {number} id
- * @returns {Placed|null}
- */
-export function placeOf(data, id) {
-  const at = data ? data.index.get(id) : undefined;
-  if (!data || !at) return null;
-  const b = /** @type {WindowLane} */ (data.lanes.get(at.lane)).boxes;
-  return { id, lane: at.lane, row: b.row[at.i], start_us: b.start_us[at.i], dur_us: b.dur_us[at.i] };
-}
 
 // ---------------------------------------------------------------- drawing
 
@@ -474,19 +205,6 @@ export function drawLanes(ctx, { width, height, scrollTop, dpr, layout, data, wi
   return { boxes, merged };
 }
 
-/** Opacity of merged blocks by how busy they are: under a quarter, a half, three quarters, more. */
-const MERGED_ALPHA = [0.28, 0.42, 0.56, 0.7];
-
-/**
- * Which opacity step a merged block gets: its busy time over its span, in quarters.
- * @param {number} busyUs
- * @param {number} spanUs
- */
-export function mergedBucket(busyUs, spanUs) {
-  if (!(spanUs > 0) || !(busyUs > 0)) return 0;
-  return Math.max(0, Math.min(3, Math.floor((busyUs / spanUs) * 4)));
-}
-
 /** Widths of text at the box font, cached (the same names recur on every frame). */
 const widths = new Map();
 
@@ -578,15 +296,6 @@ export function drawRuler(ctx, { width, height, win, origin, steps, range = null
     ctx.fillText(formatTick(tick.offset, step, maxOffset), x + 4, height - 7);
   }
   if (range) drawRange(ctx, range, win, width, height);
-}
-
-/**
- * "Step 12" for "ProfilerStep#12" or "12"; other names as they are.
- * @param {string} name
- */
-export function stepLabel(name) {
-  const match = /^(?:ProfilerStep#)?(\d+)$/.exec(name);
-  return match ? `Step ${match[1]}` : name;
 }
 
 /**
@@ -695,4 +404,64 @@ function drawArrow(ctx, layout, win, width, scrollTop, a, b) {
   ctx.beginPath();
   ctx.arc(x0, y0, 2.5, 0, Math.PI * 2);
   ctx.fill();
+}
+
+// ---------------------------------------------------------------- labels and key (DOM)
+
+/**
+ * The label column: a header per process and a label per lane, buttons that fold lanes (a folded
+ * lane is one row, its calls drawn over each other); a process header folds all its lanes.
+ * @param {HTMLElement} node
+ * @param {import("./lanes.js").Layout} layout
+ * @param {(ids: number[], fold: boolean) => void} onFold
+ */
+export function drawLaneLabels(node, layout, onFold) {
+  const items = layout.items;
+  node.replaceChildren(...items.map((item, k) => {
+    if (item.type === "process") {
+      /** @type {import("./lanes.js").LaneItem[]} */ const own = [];
+      for (let j = k + 1; j < items.length && items[j].type === "lane"; j += 1) own.push(/** @type {any} */ (items[j]));
+      const folded = own.every((i) => i.collapsed);
+      const button = el("button", { class: "tl-process", text: item.label, testid: "process-label",
+        title: `${item.label}: click to ${folded ? "unfold" : "fold"} its lanes`,
+        attrs: { type: "button", style: `height: ${item.h}px`, "aria-expanded": String(!folded) } });
+      button.addEventListener("click", () => onFold(own.map((i) => i.lane.id), !folded));
+      return button;
+    }
+    const { lane } = item;
+    const button = el("button", {
+      class: `tl-lane tl-lane-${lane.kind}`, testid: "lane-label",
+      title: `${lane.process} · ${lane.name}\n${formatCount(lane.events)} events, ${lane.rows} row${lane.rows === 1 ? "" : "s"}`
+        + (lane.rows > 1 ? `\nClick to ${item.collapsed ? "unfold" : "fold"} its rows` : ""),
+      attrs: { type: "button", style: `height: ${item.h}px`, "data-lane": String(lane.id), "aria-expanded": String(!item.collapsed) },
+    }, [el("span", { class: "tl-lane-name", text: lane.name })]);
+    if (lane.rows > 1) button.addEventListener("click", () => onFold([lane.id], !item.collapsed));
+    else button.disabled = true;
+    return button;
+  }));
+}
+
+/**
+ * A colour key of the kinds drawn now (in the API's kind order), and of merged blocks.
+ * @param {HTMLElement} node
+ * @param {string[]} kinds every kind name
+ * @param {Set<string>} present the kinds drawn
+ * @param {boolean} merged whether merged blocks are drawn
+ */
+export function drawLegend(node, kinds, present, merged) {
+  const shown = kinds.filter((k) => present.has(k));
+  const signature = JSON.stringify([shown, merged]);
+  if (node.dataset.signature === signature) return;
+  node.dataset.signature = signature;
+  const items = shown.map((kind) => el("span", { class: "legend-item", testid: "legend-item" }, [
+    el("span", { class: "swatch", attrs: { style: `background: ${eventColor("", kind).fill}` } }),
+    kindLabel(kind),
+  ]));
+  if (merged) {
+    items.push(el("span", { class: "legend-item", testid: "legend-item",
+      title: "Events too small to draw one by one at this zoom; hover for their count" }, [
+      el("span", { class: "swatch swatch-merged" }), "Merged",
+    ]));
+  }
+  node.replaceChildren(...items);
 }
