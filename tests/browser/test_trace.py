@@ -380,6 +380,21 @@ def test_trace_deep_link_restores_window_and_selection(trace, api, kernel, shots
     assert trace.page.errors == []
 
 
+def test_trace_other_span_drops_the_window_and_selection(trace, kernel, lanes):
+    # Span 1's window and event, then span 2 chosen in the left panel: span 2's whole trace, nothing selected.
+    trace.open(f"{H100_SEL}&start_us={kernel['start_us'] - 50}&end_us={kernel['start_us'] + 250}&select={kernel['id']}")
+    trace.wait_drawn()
+    trace.wait_details(kernel["id"])
+    trace.choose("span", "2")
+    expect(trace.canvas()).to_have_attribute("data-windows", "1")
+    trace.wait_idle()
+    assert trace.query()["span"] == "2"
+    assert not {"start_us", "end_us", "select"} & set(trace.query())
+    expect(trace.details()).to_be_hidden()
+    expect(trace.part("trace-range")).to_contain_text("Whole trace")
+    assert trace.page.errors == []
+
+
 def test_trace_unknown_event_shows_a_calm_message(trace):
     trace.open(f"{H100_SEL}&select=987654321").wait_drawn()
     panel = trace.details()

@@ -333,6 +333,8 @@ def test_viewport_url_parameters(lib):
     assert lib(f'viewport.parseWindow("x", "200", {BOUNDS})') is None
     assert lib(f'viewport.parseWindow("300", "200", {BOUNDS})') is None
     assert lib(f"viewport.parseWindow(undefined, undefined, {BOUNDS})") is None
+    assert lib(f'viewport.parseWindow("2000", "2100", {BOUNDS})') is None  # another trace's window
+    assert approx_window(lib(f'viewport.parseWindow("900", "1100", {BOUNDS})'), 800, 1000)  # overlapping: clamped
     assert lib("viewport.timeParam(4492130541265.25)") == "4492130541265.25"
     assert [lib(f"viewport.timeParam({v})") for v in (1000, 0.0004, 10.5004)] == ["1000", "0", "10.5"]
 

@@ -129,6 +129,7 @@ export async function mount(root, params, { signal } = {}) {
   ui.flows.checked = params.flows !== "0";
   ui.counters.checked = params.counters === "1";
   ui.details.panel.hidden = true;
+  for (const key of ["windows", "drawnBoxes", "drawnMerged", "start", "end"]) delete ui.canvas.dataset[key];
   ui.tooltip.hidden = true;
   showMessage(ui.message, "");
   clear(ui.labels);
@@ -187,6 +188,9 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
   drawLaneLabels(ui.labels, layout, onFold);
 
   const fromUrl = parseWindow(params.start_us, params.end_us, bounds);
+  // A window outside this trace came with another trace's selection: its event ids are not ours.
+  const foreign = Boolean(params.start_us && params.end_us && !fromUrl);
+  if (foreign) updateQuery({ start_us: null, end_us: null, select: null });
   const st = {
     view: fromUrl || { ...bounds },
     size: { width: 0, height: 0 },
@@ -299,6 +303,7 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
     }, FETCH_DELAY_MS);
   }
 
+  /** @param {boolean} on whether a window request is out */
   function busy(on) {
     window.clearTimeout(timers.busy);
     if (on) {
@@ -413,6 +418,7 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
     st.selected = null;
     st.detail = null;
     ui.details.panel.hidden = true;
+  for (const key of ["windows", "drawnBoxes", "drawnMerged", "start", "end"]) delete ui.canvas.dataset[key];
     delete ui.details.panel.dataset.eventId;
     updateQuery({ select: null });
     requestDraw(false);
@@ -599,7 +605,7 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
   observer.observe(ui.body);
   /** @type {Promise<unknown>[]} */ const first = [loadWindow()];
   const selectId = Number(params.select);
-  if (params.select && Number.isInteger(selectId)) first.push(select(selectId, { zoom: !fromUrl }));
+  if (params.select && Number.isInteger(selectId) && !foreign) first.push(select(selectId, { zoom: !fromUrl }));
   if (ui.counters.checked) first.push(counters.show(true));
   // A link that only names what to look for (e.g. an operator's "Trace" link) opens at its first match.
   if (ui.search.value.trim()) search.run({ step: !params.select && !fromUrl ? 1 : 0 });

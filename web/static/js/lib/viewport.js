@@ -230,7 +230,9 @@ export function covers(have, view, width, bounds, tolerance = 1.15) {
 }
 
 /**
- * A window from the URL's `start_us` / `end_us`, clamped to the trace; null when absent or unreadable.
+ * A window from the URL's `start_us` / `end_us`, clamped to the trace; null when absent,
+ * unreadable, or outside the trace altogether (a window of another span or run, kept in the URL
+ * when the selection changed: trace clocks differ, so it says nothing about this trace).
  * @param {string|undefined} start
  * @param {string|undefined} end
  * @param {TimeWindow} bounds
@@ -241,6 +243,7 @@ export function parseWindow(start, end, bounds) {
   const s = Number(start);
   const e = Number(end);
   if (!Number.isFinite(s) || !Number.isFinite(e) || e <= s) return null;
+  if (e < bounds.start_us || s > bounds.end_us) return null;
   return clampWindow({ start_us: s, end_us: e }, bounds);
 }
 
