@@ -3,7 +3,8 @@
 - Lanes: one per (process, thread) on the host and per (device, stream) on the GPU, ordered as
   the trace's own sort indexes ask. Within a lane, events nest by time (a child starts inside
   its parent); each nesting level is a row, and events that overlap on a GPU stream go to
-  extra rows, so none is hidden under another.
+  extra rows, so none is hidden under another. A thread's Python frames take the top rows,
+  its operators, annotations and runtime calls the rows below them.
 - Level of detail: for a window and a width in pixels, events at least `MIN_BOX_PX` wide come
   back as boxes; runs of narrower ones on a row come back as merged blocks with their count and
   busy time. Boxes and merged blocks together account for every event in the window.
@@ -96,17 +97,26 @@ def build_layout(tables: TraceTables) -> Layout:
     dur = events["dur"].to_numpy()
     timed = np.flatnonzero(np.isfinite(ts) & np.isfinite(dur) & (dur >= 0))
     all_threads = thread_key(events)
-    order = timed[np.lexsort((-(ts[timed] + dur[timed]), ts[timed], all_threads[timed]))]
-    threads = all_threads[order]
+    # Python tracer frames nest among themselves and are drawn above the operators, annotations
+    # and runtime calls of their thread: record_function ranges overlap the frames that enter
+    # and leave them, so nesting both together would stack boxes on one row.
+    all_family = (kind != Kind.PYTHON_FUNCTION).astype(np.int64)
+    order = timed[np.lexsort((-(ts[timed] + dur[timed]), ts[timed], all_family[timed], all_threads[timed]))]
+    threads, family = all_threads[order], all_family[order]
     start = ts[order]
     end = start + dur[order]
-    parent = nest(threads, start, end)
+    parent = nest(threads * 2 + family, start, end)
     depth = _depths(parent)
     # The clipped end `nest` nests by: a parent's reach bounds its children's.
     reach = end.copy()
     for level in range(1, int(depth.max()) + 1 if len(depth) else 0):
         at = np.flatnonzero(depth == level)
         reach[at] = np.minimum(reach[at], reach[parent[at]])
+    _, thread_index = np.unique(threads, return_inverse=True)
+    frame_rows = np.zeros(int(thread_index.max()) + 1 if len(threads) else 0, dtype=np.int64)
+    frames = family == 0
+    np.maximum.at(frame_rows, thread_index[frames], depth[frames] + 1)
+    depth = depth + np.where(frames, 0, frame_rows[thread_index]) if len(threads) else depth
 
     bounds = np.flatnonzero(np.diff(threads)) + 1
     groups = np.split(np.arange(len(order)), bounds) if len(order) else []
@@ -175,7 +185,7 @@ def window(tables: TraceTables, layout: Layout, start_us: float, end_us: float, 
                 break
             threshold *= 2
         boxes: dict[str, list] = {"id": [], "start_us": [], "dur_us": [], "row": [], "name": [], "kind": []}
-        merged: dict[str, list] = {"start_us": [], "end_us": [], "row": [], "count": [], "busy_us": []}
+        merged: dict[str, list] = {"start_us": [], "end_us": [], "row": [], "count": [], "busy_us": [], "kind": []}
         for row, picked in positions:
             if not len(picked):
                 continue
@@ -188,7 +198,8 @@ def window(tables: TraceTables, layout: Layout, start_us: float, end_us: float, 
             boxes["row"] += [row] * len(rows)
             boxes["name"] += [used_names.setdefault(int(c), len(used_names)) for c in name_codes[rows]]
             boxes["kind"] += kind[rows].tolist()
-            _merge_narrow(merged, row, np.flatnonzero(~is_wide), s, e, d, start_us, px_per_us)
+            _merge_narrow(merged, row, np.flatnonzero(~is_wide), s, e, d, kind[layout.order[picked]],
+                          start_us, px_per_us)
         out.append({"id": lane, "boxes": boxes, "merged": merged})
     categories = events["name"].cat.categories
     names = [""] * len(used_names)
@@ -198,11 +209,12 @@ def window(tables: TraceTables, layout: Layout, start_us: float, end_us: float, 
 
 
 def _merge_narrow(merged: dict[str, list], row: int, narrow: np.ndarray, s: np.ndarray, e: np.ndarray,
-                  d: np.ndarray, origin: float, px_per_us: float) -> None:
-    """Runs of narrow events with less than a pixel between them (and no box) become one block."""
+                  d: np.ndarray, kinds: np.ndarray, origin: float, px_per_us: float) -> None:
+    """Runs of narrow events with less than a pixel between them (and no box) become one block,
+    of the kind that has most of its busy time."""
     if not len(narrow):
         return
-    s, e, d = s[narrow], e[narrow], d[narrow]
+    s, e, d, kinds = s[narrow], e[narrow], d[narrow], kinds[narrow]
     start_px = (s - origin) * px_per_us
     end_px = (e - origin) * px_per_us
     new = np.ones(len(narrow), dtype=bool)
@@ -213,6 +225,9 @@ def _merge_narrow(merged: dict[str, list], row: int, narrow: np.ndarray, s: np.n
     merged["row"] += [row] * len(first)
     merged["count"] += np.diff(np.append(first, len(narrow))).tolist()
     merged["busy_us"] += np.add.reduceat(d, first).tolist()
+    present = np.unique(kinds)
+    busy_by_kind = np.stack([np.add.reduceat(np.where(kinds == k, d, 0.0), first) for k in present])
+    merged["kind"] += present[np.argmax(busy_by_kind, axis=0)].tolist()
 
 
 def search(tables: TraceTables, layout: Layout, query: str, regex: bool = False) -> dict[str, Any]:
@@ -303,7 +318,7 @@ def _brief(tables: TraceTables, layout: Layout, row: int, relation: str) -> dict
     events = tables.events
     return clean_row({"relation": relation, "id": int(row), "name": str(events["name"].iat[row]),
                       "start_us": events["ts"].iat[row], "dur_us": events["dur"].iat[row],
-                      "lane": int(layout.lane_of[row])})
+                      "lane": int(layout.lane_of[row]), "row": int(layout.row_of[row])})
 
 
 def event_links(tables: TraceTables, layout: Layout, launcher: np.ndarray, tree_rows: np.ndarray,

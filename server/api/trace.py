@@ -62,6 +62,7 @@ class Merged(BaseModel):
     row: list[int]
     count: list[int]
     busy_us: list[float]
+    kind: list[int]
 
 
 class LaneWindow(BaseModel):
@@ -86,6 +87,7 @@ class Link(BaseModel):
     start_us: float
     dur_us: float
     lane: int
+    row: int
 
 
 class Frame(BaseModel):

@@ -49,6 +49,7 @@ def test_window_boxes_merge_narrow_events_and_account_for_everything():
     names = [out["names"][i] for i in lane["boxes"]["name"]]
     assert sorted(names) == ["aten::after", "aten::big"]
     assert lane["merged"]["count"] == [100] and lane["merged"]["busy_us"] == [100.0]
+    assert lane["merged"]["kind"] == [timeline.KINDS.index("cpu_op")]
     assert lane["merged"]["start_us"] == [10.0] and lane["merged"]["end_us"] == [209.0]
     zoomed = timeline.window(tables, layout, 0, 99, 990)["lanes"][0]  # 0.1 us per pixel: all visible
     assert len(zoomed["boxes"]["id"]) == 1 + 45 and zoomed["merged"]["count"] == []

@@ -69,3 +69,12 @@ def test_boxes_and_merged_blocks_account_for_every_raw_event(path, zoom):
         assert len(boxes["id"]) <= timeline.MAX_BOXES_PER_LANE
         checked += len(inside)
     assert checked > 0 or zoom < 1e-3
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.parent.name)
+def test_events_on_one_row_never_overlap(path):
+    """Python frames and record_function ranges overlap in real traces; they must not share a row."""
+    _, layout = ours(path)
+    for (lane, row), (a, b) in layout.segments.items():
+        overlap = layout.start[a + 1:b] < layout.end[a:b - 1] - 1e-3
+        assert not overlap.any(), (lane, row, int(layout.order[a + 1 + overlap.argmax()]))
