@@ -151,6 +151,17 @@ export function eventColor(name, kind) {
 }
 
 /**
+ * The colour of merged blocks of a kind family, as the HSL parts of an `hsla(...)`:
+ * the family's middle hue, a little darker than its boxes.
+ * @param {string} kind
+ * @returns {string} e.g. "217, 58%, 42%"
+ */
+export function kindTint(kind) {
+  const [h0, h1, s, l0] = FAMILIES[kind in FAMILIES ? kind : "other"];
+  return `${Math.round((h0 + h1) / 2) % 360}, ${s}%, ${Math.max(l0 - 8, 20)}%`;
+}
+
+/**
  * The name shown inside a box: kernels by their own name (no return type, namespaces, templates).
  * @param {string} name
  * @param {string} kind

@@ -13,7 +13,7 @@
 import { el } from "./dom.js";
 import { formatCount, formatTick } from "./format.js";
 import {
-  LABEL_MIN_PX, MERGED_ALPHA, boxLabel, eventColor, fitLabel, kindLabel, mergedBucket, placeOf, rowTop, stepLabel,
+  LABEL_MIN_PX, MERGED_ALPHA, boxLabel, eventColor, fitLabel, kindLabel, kindTint, mergedBucket, placeOf, rowTop, stepLabel,
 } from "./lanes.js";
 import { boxPixels, rulerTicks, xOf } from "./viewport.js";
 
@@ -31,8 +31,6 @@ const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Ar
 const BOX_FONT = `10px ${FONT}`;
 const RULER_FONT = `11px ${FONT}`;
 const STEP_FONT = `600 10px ${FONT}`;
-/** Merged blocks: slate on host lanes, steel blue on GPU streams (kernels, mostly), by how busy. */
-const MERGED_RGB = { cpu: "112, 124, 142", gpu: "62, 105, 160", other: "112, 124, 142" };
 const STEP_SHADE = "rgba(60, 64, 67, 0.035)";
 const STEP_LINE = "rgba(60, 64, 67, 0.22)";
 const GRID_LINE = "rgba(60, 64, 67, 0.07)";
@@ -156,20 +154,24 @@ export function drawLanes(ctx, { width, height, scrollTop, dpr, layout, data, wi
     };
     // Merged blocks first: a box drawn over one (it happens at block edges) stays readable.
     const m = lane.merged;
-    /** @type {[number, number, number][][]} */ const buckets = [[], [], [], []];
+    // Blocks by (kind, busyness): each group is one fill colour.
+    /** @type {Map<string, [number, number, number][]>} */ const buckets = new Map();
     for (let i = 0; i < m.start_us.length; i += 1) {
       if (!rowVisible(m.row[i])) continue;
       const span = m.end_us[i] - m.start_us[i];
       const px = boxPixels(m.start_us[i], span, win, width, 1);
       if (!px) continue;
       const x0 = snap(px[0]);
-      buckets[mergedBucket(m.busy_us[i], span)].push([x0, base + shown(m.row[i]) * rowPx, Math.max(1, snap(px[1]) - x0)]);
+      const kind = data.kinds[m.kind[i]] || "other";
+      const key = `${kind}|${mergedBucket(m.busy_us[i], span)}`;
+      if (!buckets.has(key)) buckets.set(key, []);
+      /** @type {[number, number, number][]} */ (buckets.get(key)).push(
+        [x0, base + shown(m.row[i]) * rowPx, Math.max(1, snap(px[1]) - x0)]);
       merged += 1;
     }
-    const rgb = MERGED_RGB[item.lane.kind] || MERGED_RGB.other;
-    buckets.forEach((rects, k) => {
-      if (!rects.length) return;
-      ctx.fillStyle = `rgba(${rgb}, ${MERGED_ALPHA[k]})`;
+    buckets.forEach((rects, key) => {
+      const [kind, bucket] = key.split("|");
+      ctx.fillStyle = `hsla(${kindTint(kind)}, ${MERGED_ALPHA[Number(bucket)]})`;
       for (const [x, y, w] of rects) ctx.fillRect(x, y, w, boxH);
       if (pattern) {
         ctx.fillStyle = pattern;
