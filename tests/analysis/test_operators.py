@@ -5,14 +5,12 @@ Every expected number is worked out by hand from the few events each case builds
 
 from __future__ import annotations
 
-import pytest
+import numpy as np
 
 from profboard.server.analysis.callstacks import parse_frame
 from profboard.server.analysis.operators import op_instances, operator_table, shape_text, stack_table
 from profboard.server.analysis.optree import build_op_tree, nest, tree_warnings
 from synth import ELEMENTWISE, TC_GEMM, Trace, parse
-
-import numpy as np
 
 
 def ops_of(t: Trace, group_by: str = "name") -> dict[str, dict]:

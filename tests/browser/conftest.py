@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+
+from serving import serving
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO.parent / "shared" / "fixtures"
@@ -33,12 +31,6 @@ LINKED_RUNS = {
 }
 BROKEN_RUN = "broken_trace"
 READY_TIMEOUT_S = 120
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _get_json(url: str) -> dict:
@@ -64,37 +56,10 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def server(logdir: Path, tmp_path_factory: pytest.TempPathFactory):
     """Base URL of a running `profboard` serving `logdir`, once every run is ready or failed."""
-    port = _free_port()
     log_path = tmp_path_factory.mktemp("server") / "profboard.log"
-    command = [sys.executable, "-m", "profboard.server.cli", "--logdir", str(logdir), "--host", "127.0.0.1",
-               "--port", str(port), "--cache-dir", str(tmp_path_factory.mktemp("cache"))]
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
-    base = f"http://127.0.0.1:{port}"
-    expected = set(LINKED_RUNS) | {BROKEN_RUN}
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"profboard exited with {process.returncode}:\n{log_path.read_text(errors='replace')}")
-            try:
-                runs = _get_json(f"{base}/api/runs")["runs"]
-                names = {r["name"] for r in runs}
-                if expected <= names and all(r["status"] != "loading" for r in runs):
-                    break
-            except (urllib.error.URLError, ConnectionError, OSError, ValueError, KeyError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"runs not ready after {READY_TIMEOUT_S}s:\n{log_path.read_text(errors='replace')}")
-            time.sleep(0.2)
+    with serving(logdir, tmp_path_factory.mktemp("cache"), log_path, set(LINKED_RUNS) | {BROKEN_RUN},
+                 READY_TIMEOUT_S) as base:
         yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @pytest.fixture(scope="session")

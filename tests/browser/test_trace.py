@@ -4,13 +4,7 @@ its links, searches, draws counters, and restores all of it from the URL."""
 
 from __future__ import annotations
 
-import json
 import re
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import parse_qs, quote, urlparse
 
@@ -18,6 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from browser_pages import TracePage, css_testid
+from serving import serving
 
 pytestmark = pytest.mark.browser
 
@@ -469,12 +464,6 @@ REPO = Path(__file__).resolve().parents[2]
 BIG = REPO.parent / "shared" / "fixtures" / "big" / "gpt_big_bf16"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def big_server(tmp_path_factory):
     """A `profboard` serving only the 110 MB GPT trace (its own server: the shared one stays quick to start)."""
@@ -482,36 +471,9 @@ def big_server(tmp_path_factory):
         pytest.skip(f"{BIG} not found")
     root = tmp_path_factory.mktemp("big_logdir")
     (root / "gpt_big_bf16").symlink_to(BIG, target_is_directory=True)
-    port = free_port()
     log = tmp_path_factory.mktemp("big_server") / "profboard.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "profboard.server.cli", "--logdir", str(root), "--host", "127.0.0.1",
-                                    "--port", str(port), "--cache-dir", str(tmp_path_factory.mktemp("big_cache"))],
-                                   stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"profboard exited with {process.returncode}:\n{log.read_text(errors='replace')}")
-            try:
-                with urllib.request.urlopen(f"{base}/api/runs", timeout=10) as response:
-                    runs = json.load(response)["runs"]
-                if runs and all(r["status"] != "loading" for r in runs):
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"the big trace did not load in time:\n{log.read_text(errors='replace')}")
-            time.sleep(0.3)
+    with serving(root, tmp_path_factory.mktemp("big_cache"), log, ["gpt_big_bf16"], 180) as base:
         yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 PAN_FRAMES = """() => new Promise((resolve) => {

@@ -1,0 +1,61 @@
+"""A real `profboard` server on a logdir for the browser tests, until every run is loaded."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def serving(logdir: Path, cache_dir: Path, log_path: Path, expected: Iterable[str] = (),
+            timeout_s: float = 120) -> Iterator[str]:
+    """Starts `profboard` on `logdir`, yields its base URL once the `expected` runs (and every
+    other) are no longer loading, and stops it afterwards."""
+    port = free_port()
+    command = [sys.executable, "-m", "profboard.server.cli", "--logdir", str(logdir), "--host", "127.0.0.1",
+               "--port", str(port), "--cache-dir", str(cache_dir)]
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    base = f"http://127.0.0.1:{port}"
+    wanted = set(expected)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"profboard exited with {process.returncode}:\n{log_path.read_text(errors='replace')}")
+            try:
+                with urllib.request.urlopen(f"{base}/api/runs", timeout=10) as response:
+                    runs = json.load(response)["runs"]
+                if runs and wanted <= {r["name"] for r in runs} and all(r["status"] != "loading" for r in runs):
+                    break
+            except (urllib.error.URLError, ConnectionError, OSError, ValueError, KeyError):
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"runs not ready after {timeout_s:.0f} s:\n{log_path.read_text(errors='replace')}")
+            time.sleep(0.2)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
