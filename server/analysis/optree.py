@@ -170,14 +170,11 @@ def build_op_tree(events: pd.DataFrame) -> OpTree:
     with_runtime = launches[correlation[launches] >= 0]
     runtime_of = _lookup(correlation[device_rows], correlation[with_runtime])
     runtime_of = np.where(correlation[device_rows] >= 0, runtime_of, -1)
-    device_node = np.full(len(device_rows), -1, dtype=np.int64)
-    hit = runtime_of >= 0
-    node_of_launch = np.full(len(events), -1, dtype=np.int64)
-    node_of_launch[launches] = launch_node
-    device_node[hit] = node_of_launch[with_runtime[runtime_of[hit]]]
-
     launcher = np.full(len(events), -1, dtype=np.int64)
     launcher[launches] = launch_node
+    device_node = np.full(len(device_rows), -1, dtype=np.int64)
+    hit = runtime_of >= 0
+    device_node[hit] = launcher[with_runtime[runtime_of[hit]]]
     launcher[device_rows] = device_node
 
     # Host self time: duration less children and own runtime calls.

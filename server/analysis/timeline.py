@@ -26,7 +26,7 @@ import pandas as pd
 from ..trace.schema import DEVICE_KINDS, Kind
 from ..trace.tables import TraceTables
 from . import ranges
-from .optree import nest, thread_key
+from .optree import OpTree, nest, thread_key
 from .records import clean_row
 
 MIN_BOX_PX = 1.5
@@ -321,8 +321,7 @@ def _brief(tables: TraceTables, layout: Layout, row: int, relation: str) -> dict
                       "lane": int(layout.lane_of[row]), "row": int(layout.row_of[row])})
 
 
-def event_links(tables: TraceTables, layout: Layout, launcher: np.ndarray, tree_rows: np.ndarray,
-                parent: np.ndarray, row: int) -> list[dict[str, Any]]:
+def event_links(tables: TraceTables, layout: Layout, tree: OpTree, row: int) -> list[dict[str, Any]]:
     """Events tied to `row`: launch call and kernels (correlation), operator and parent (operator
     tree), forward/backward operator (fwdbwd flows)."""
     events = tables.events
@@ -334,14 +333,14 @@ def event_links(tables: TraceTables, layout: Layout, launcher: np.ndarray, tree_
         other = (Kind.RUNTIME, Kind.DRIVER) if k in DEVICE_KINDS else DEVICE_KINDS
         for r in np.flatnonzero((correlation == correlation[row]) & np.isin(kind, other)):
             links.append(_brief(tables, layout, r, "launched by" if k in DEVICE_KINDS else "launches"))
-    node = launcher[row]
+    node = tree.launcher[row]
     if node >= 0:
-        links.append(_brief(tables, layout, tree_rows[node], "operator"))
-    own = np.flatnonzero(tree_rows == row)
-    if len(own) and parent[own[0]] >= 0:
-        links.append(_brief(tables, layout, tree_rows[parent[own[0]]], "parent"))
+        links.append(_brief(tables, layout, tree.rows[node], "operator"))
+    own = np.flatnonzero(tree.rows == row)
+    if len(own) and tree.parent[own[0]] >= 0:
+        links.append(_brief(tables, layout, tree.rows[tree.parent[own[0]]], "parent"))
     if len(own):
-        launched = np.flatnonzero((launcher == own[0]) & np.isin(kind, DEVICE_KINDS))
+        launched = np.flatnonzero((tree.launcher == own[0]) & np.isin(kind, DEVICE_KINDS))
         links += [_brief(tables, layout, r, "launches") for r in launched[:50]]
     flows = tables.flows
     if len(flows) and k == Kind.CPU_OP:

@@ -16,11 +16,11 @@ from pydantic import BaseModel
 from ..analysis import timeline
 from ..analysis.callstacks import parse_frame
 from ..analysis.records import clean_row
-from ..analysis.steps import detect_steps
+from ..analysis.steps import Steps, detect_steps
 from ..trace.schema import Kind
 from .deps import Memo, Selection, get_memo, select
 from .errors import BadParameter, NotFound
-from .operators import op_instances_of, op_tree
+from .operators import Frame, op_instances_of, op_tree
 
 
 class Lane(BaseModel):
@@ -90,12 +90,6 @@ class Link(BaseModel):
     row: int
 
 
-class Frame(BaseModel):
-    file: str | None
-    line: int | None
-    function: str
-
-
 class Event(BaseModel):
     id: int
     name: str
@@ -147,6 +141,10 @@ def _layout(sel: Selection, memo: Memo) -> timeline.Layout:
     return memo.get(sel.tables, ("timeline",), lambda: timeline.build_layout(sel.tables))
 
 
+def _steps(sel: Selection, memo: Memo) -> Steps:
+    return memo.get(sel.tables, ("steps",), lambda: detect_steps(sel.tables.events))
+
+
 def _range(layout: timeline.Layout, start_us: float | None, end_us: float | None) -> tuple[float, float]:
     lo, hi = layout.extent
     start = lo if start_us is None else start_us
@@ -165,7 +163,7 @@ _WIDTH = Query(1000, ge=1, le=20000, description="Width of the drawing in pixels
 def get_lanes(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)) -> dict[str, Any]:
     """The timeline's lanes (process, thread or stream, rows, event count), extent and steps."""
     layout = _layout(sel, memo)
-    steps = memo.get(sel.tables, ("steps",), lambda: detect_steps(sel.tables.events))
+    steps = _steps(sel, memo)
     return {
         "start_us": layout.extent[0], "end_us": layout.extent[1], "lanes": layout.lanes,
         "steps": [clean_row({"step": n, "start_us": s, "end_us": e}) for n, s, e in zip(steps.names, steps.starts, steps.ends)],
@@ -200,7 +198,7 @@ def get_event(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
     if not (0 <= id < len(events)) or layout.lane_of[id] < 0:
         raise NotFound(f"this trace has no timeline event {id}")
     tree = op_tree(sel, memo)
-    steps = memo.get(sel.tables, ("steps",), lambda: detect_steps(events))
+    steps = _steps(sel, memo)
     ts = float(events["ts"].iat[id])
     inside = np.flatnonzero((steps.starts <= ts) & (ts < steps.ends))
     frames: list[dict[str, Any]] = []
@@ -215,7 +213,7 @@ def get_event(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
         "step": steps.names[inside[0]] if len(inside) else None,
         "fields": timeline.event_fields(sel.tables, id),
         "frames": frames,
-        "links": timeline.event_links(sel.tables, layout, tree.launcher, tree.rows, tree.parent, id),
+        "links": timeline.event_links(sel.tables, layout, tree, id),
         "warnings": [],
     })
 

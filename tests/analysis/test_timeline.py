@@ -98,10 +98,10 @@ def test_event_fields_and_links():
     tree = build_op_tree(tables.events)
     names = tables.events["name"].astype(str).to_numpy()
     kernel = int(np.flatnonzero(names == TC_GEMM)[0])
-    links = timeline.event_links(tables, layout, tree.launcher, tree.rows, tree.parent, kernel)
+    links = timeline.event_links(tables, layout, tree, kernel)
     assert {(l["relation"], l["name"]) for l in links} == {("launched by", "cudaLaunchKernel"), ("operator", "aten::mm")}
     mm = int(np.flatnonzero(names == "aten::mm")[0])
-    links = timeline.event_links(tables, layout, tree.launcher, tree.rows, tree.parent, mm)
+    links = timeline.event_links(tables, layout, tree, mm)
     assert {(l["relation"], l["name"]) for l in links} == {("launches", TC_GEMM)}
     assert timeline.event_fields(tables, kernel)["correlation"] == corr
 
@@ -118,7 +118,5 @@ def test_forward_and_backward_ops_link_through_fwdbwd_flows():
     tree = build_op_tree(tables.events)
     names = tables.events["name"].astype(str).to_numpy()
     fwd, bwd = (int(np.flatnonzero(names == n)[0]) for n in ("aten::mm", "MmBackward0"))
-    assert [(l["relation"], l["id"]) for l in timeline.event_links(tables, layout, tree.launcher, tree.rows,
-                                                                    tree.parent, fwd)] == [("backward", bwd)]
-    assert [(l["relation"], l["id"]) for l in timeline.event_links(tables, layout, tree.launcher, tree.rows,
-                                                                    tree.parent, bwd)] == [("forward", fwd)]
+    assert [(l["relation"], l["id"]) for l in timeline.event_links(tables, layout, tree, fwd)] == [("backward", bwd)]
+    assert [(l["relation"], l["id"]) for l in timeline.event_links(tables, layout, tree, bwd)] == [("forward", fwd)]
