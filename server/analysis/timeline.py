@@ -25,7 +25,7 @@ import pandas as pd
 
 from ..trace.schema import DEVICE_KINDS, Kind
 from ..trace.tables import TraceTables
-from . import ranges
+from . import flows, ranges
 from .optree import OpTree, nest, thread_key
 from .records import clean_row
 
@@ -321,18 +321,13 @@ def _brief(tables: TraceTables, layout: Layout, row: int, relation: str) -> dict
                       "lane": int(layout.lane_of[row]), "row": int(layout.row_of[row])})
 
 
-def event_links(tables: TraceTables, layout: Layout, tree: OpTree, row: int) -> list[dict[str, Any]]:
-    """Events tied to `row`: launch call and kernels (correlation), operator and parent (operator
-    tree), forward/backward operator (fwdbwd flows)."""
-    events = tables.events
-    kind = events["kind"].to_numpy()
-    correlation = events["correlation"].to_numpy()
-    links = []
-    k = kind[row]
-    if correlation[row] >= 0 and k in (*DEVICE_KINDS, Kind.RUNTIME, Kind.DRIVER):
-        other = (Kind.RUNTIME, Kind.DRIVER) if k in DEVICE_KINDS else DEVICE_KINDS
-        for r in np.flatnonzero((correlation == correlation[row]) & np.isin(kind, other)):
-            links.append(_brief(tables, layout, r, "launched by" if k in DEVICE_KINDS else "launches"))
+def event_links(tables: TraceTables, layout: Layout, tree: OpTree, pairs: flows.Flows, row: int
+                ) -> list[dict[str, Any]]:
+    """Events tied to `row`: launch call and GPU work (ac2g pairs), operator and parent (operator
+    tree), kernels an operator launched, forward/backward operator (fwdbwd pairs)."""
+    kind = tables.events["kind"].to_numpy()
+    tied = flows.of_event(pairs, row)
+    links = [_brief(tables, layout, r, relation) for r, relation in tied if relation in ("launches", "launched by")]
     node = tree.launcher[row]
     if node >= 0:
         links.append(_brief(tables, layout, tree.rows[node], "operator"))
@@ -342,31 +337,8 @@ def event_links(tables: TraceTables, layout: Layout, tree: OpTree, row: int) -> 
     if len(own):
         launched = np.flatnonzero((tree.launcher == own[0]) & np.isin(kind, DEVICE_KINDS))
         links += [_brief(tables, layout, r, "launches") for r in launched[:50]]
-    flows = tables.flows
-    if len(flows) and k == Kind.CPU_OP:
-        links += _fwdbwd(tables, layout, row)
+    links += [_brief(tables, layout, r, relation) for r, relation in tied if relation in ("forward", "backward")]
     return [link for link in links if link["lane"] >= 0]
-
-
-def _fwdbwd(tables: TraceTables, layout: Layout, row: int) -> list[dict[str, Any]]:
-    events, flows = tables.events, tables.flows
-    fwd = flows[(flows["cat"] == "fwdbwd").to_numpy()]
-    if not len(fwd):
-        return []
-    pid, tid, ts = str(events["pid"].iat[row]), str(events["tid"].iat[row]), events["ts"].iat[row]
-    here = fwd[(fwd["pid"].astype(str) == pid).to_numpy() & (fwd["tid"].astype(str) == tid).to_numpy()
-               & np.isclose(fwd["ts"].to_numpy(), ts, rtol=0, atol=1e-3)]
-    out = []
-    for _, point in here.iterrows():
-        ends = fwd[(fwd["id"] == point["id"]).to_numpy() & (fwd["ph"] != point["ph"]).to_numpy()]
-        for _, other in ends.iterrows():
-            match = np.flatnonzero((events["kind"].to_numpy() == Kind.CPU_OP)
-                                   & (events["pid"].astype(str).to_numpy() == str(other["pid"]))
-                                   & (events["tid"].astype(str).to_numpy() == str(other["tid"]))
-                                   & np.isclose(events["ts"].to_numpy(), other["ts"], rtol=0, atol=1e-3))
-            relation = "backward" if point["ph"] == "s" else "forward"
-            out += [_brief(tables, layout, r, relation) for r in match[:1]]
-    return out
 
 
 def event_fields(tables: TraceTables, row: int) -> dict[str, Any]:

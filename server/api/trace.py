@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import FileResponse, StreamingResponse
 from pydantic import BaseModel
 
-from ..analysis import timeline
+from ..analysis import flows, timeline
 from ..analysis.callstacks import parse_frame
 from ..analysis.records import clean_row
 from ..analysis.steps import Steps, detect_steps
@@ -65,6 +65,22 @@ class Merged(BaseModel):
     kind: list[int]
 
 
+class WindowFlows(BaseModel):
+    """Flow arrows with an end in the window: none listed (only `total`) past 500, and `total`
+    is null when the window holds too many to count."""
+
+    total: int | None
+    cat: list[str]
+    from_id: list[int]
+    from_lane: list[int]
+    from_row: list[int]
+    from_us: list[float]
+    to_id: list[int]
+    to_lane: list[int]
+    to_row: list[int]
+    to_us: list[float]
+
+
 class LaneWindow(BaseModel):
     id: int
     boxes: Boxes
@@ -77,6 +93,7 @@ class Window(BaseModel):
     width_px: int
     names: list[str]
     lanes: list[LaneWindow]
+    flows: WindowFlows
     warnings: list[str]
 
 
@@ -141,6 +158,11 @@ def _layout(sel: Selection, memo: Memo) -> timeline.Layout:
     return memo.get(sel.tables, ("timeline",), lambda: timeline.build_layout(sel.tables))
 
 
+def _flows(sel: Selection, memo: Memo) -> flows.Flows:
+    layout = _layout(sel, memo)
+    return memo.get(sel.tables, ("flows",), lambda: flows.build_flows(sel.tables, layout.lane_of >= 0))
+
+
 def _steps(sel: Selection, memo: Memo) -> Steps:
     return memo.get(sel.tables, ("steps",), lambda: detect_steps(sel.tables.events))
 
@@ -176,7 +198,8 @@ def get_window(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
                start_us: float | None = _START, end_us: float | None = _END, width_px: int = _WIDTH,
                lanes: str | None = Query(None, description="Comma-separated lane ids (default: all)")
                ) -> dict[str, Any]:
-    """Per lane, the events wide enough to see at this resolution, and merged blocks for the rest."""
+    """Per lane, the events wide enough to see at this resolution, and merged blocks for the rest;
+    the flow arrows (launch to GPU work, forward to backward operator) with an end in the window."""
     layout = _layout(sel, memo)
     start, end = _range(layout, start_us, end_us)
     wanted = None
@@ -185,7 +208,8 @@ def get_window(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
             wanted = [int(part) for part in lanes.split(",") if part.strip()]
         except ValueError:
             raise BadParameter(f"lanes: expected comma-separated lane ids, got {lanes!r}") from None
-    return {**timeline.window(sel.tables, layout, start, end, width_px, wanted), "warnings": []}
+    arrows = flows.window_flows(sel.tables, _flows(sel, memo), layout.lane_of, layout.row_of, start, end)
+    return {**timeline.window(sel.tables, layout, start, end, width_px, wanted), "flows": arrows, "warnings": []}
 
 
 @router.get("/api/trace/event", response_model=Event)
@@ -213,7 +237,7 @@ def get_event(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
         "step": steps.names[inside[0]] if len(inside) else None,
         "fields": timeline.event_fields(sel.tables, id),
         "frames": frames,
-        "links": timeline.event_links(sel.tables, layout, tree, id),
+        "links": timeline.event_links(sel.tables, layout, tree, _flows(sel, memo), id),
         "warnings": [],
     })
 

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from profboard.server.analysis import timeline
+from profboard.server.analysis.flows import build_flows
+from profboard.server.analysis.optree import build_op_tree
 from synth import TC_GEMM, Trace, parse
 
 
@@ -93,15 +95,14 @@ def test_event_fields_and_links():
     op = t.op("aten::mm", 0, 100)
     corr = t.launch(10, 5, 200, 30, name=TC_GEMM, external_id=op["args"]["External id"])
     tables, layout = layout_of(t)
-    from profboard.server.analysis.optree import build_op_tree
-
     tree = build_op_tree(tables.events)
+    pairs = build_flows(tables, layout.lane_of >= 0)
     names = tables.events["name"].astype(str).to_numpy()
     kernel = int(np.flatnonzero(names == TC_GEMM)[0])
-    links = timeline.event_links(tables, layout, tree, kernel)
+    links = timeline.event_links(tables, layout, tree, pairs, kernel)
     assert {(l["relation"], l["name"]) for l in links} == {("launched by", "cudaLaunchKernel"), ("operator", "aten::mm")}
     mm = int(np.flatnonzero(names == "aten::mm")[0])
-    links = timeline.event_links(tables, layout, tree, mm)
+    links = timeline.event_links(tables, layout, tree, pairs, mm)
     assert {(l["relation"], l["name"]) for l in links} == {("launches", TC_GEMM)}
     assert timeline.event_fields(tables, kernel)["correlation"] == corr
 
@@ -113,10 +114,9 @@ def test_forward_and_backward_ops_link_through_fwdbwd_flows():
     t.add({"ph": "s", "cat": "fwdbwd", "name": "fwdbwd", "id": 7, "pid": 1000, "tid": 1000, "ts": 0})
     t.add({"ph": "f", "cat": "fwdbwd", "name": "fwdbwd", "id": 7, "pid": 1000, "tid": 2000, "ts": 100, "bp": "e"})
     tables, layout = layout_of(t)
-    from profboard.server.analysis.optree import build_op_tree
-
     tree = build_op_tree(tables.events)
+    pairs = build_flows(tables, layout.lane_of >= 0)
     names = tables.events["name"].astype(str).to_numpy()
     fwd, bwd = (int(np.flatnonzero(names == n)[0]) for n in ("aten::mm", "MmBackward0"))
-    assert [(l["relation"], l["id"]) for l in timeline.event_links(tables, layout, tree, fwd)] == [("backward", bwd)]
-    assert [(l["relation"], l["id"]) for l in timeline.event_links(tables, layout, tree, bwd)] == [("forward", fwd)]
+    assert [(l["relation"], l["id"]) for l in timeline.event_links(tables, layout, tree, pairs, fwd)] == [("backward", bwd)]
+    assert [(l["relation"], l["id"]) for l in timeline.event_links(tables, layout, tree, pairs, bwd)] == [("forward", fwd)]

@@ -65,6 +65,9 @@ def test_trace_renders_lanes_ruler_and_boxes(trace, lanes, shots):
     expect(trace.part("trace-range")).to_contain_text("Whole trace")
     legend = trace.part("trace-legend").inner_text()
     assert "Kernel" in legend and "CPU op" in legend and "Merged" in legend
+    # Thousands of launches at full view: counted in the key, not drawn.
+    expect(trace.part("trace-legend").locator(css_testid("legend-flow-note"))).to_contain_text("zoom in to draw them")
+    expect(trace.part("trace-overlay")).to_have_attribute("data-window-flows", "0")
     expect(trace.part("download-trace")).to_have_attribute(
         "href", f"/api/trace/raw?run={H100_RUN}&worker=h100_worker0&span=1")
     expect(trace.part("event-details")).to_be_hidden()
@@ -201,6 +204,9 @@ def test_trace_kernel_details_follow_the_launch_link(trace, api, kernel, shots):
     expect(link).to_contain_text(launcher["name"])
     expect(trace.part("trace-overlay")).to_have_attribute("data-flows", str(len(event["links"])))
     trace.wait_idle()
+    # Zoomed in this far, the window's own arrows are drawn too, with their key.
+    assert int(trace.part("trace-overlay").get_attribute("data-window-flows")) >= 1
+    expect(trace.part("trace-legend").locator(css_testid("legend-flow")).first).to_contain_text("Launch")
     trace.screenshot(shots, "trace_kernel_details")
 
     link.click()
@@ -219,6 +225,8 @@ def test_trace_kernel_details_follow_the_launch_link(trace, api, kernel, shots):
     # Flows off: no arrows; in the URL.
     trace.part("toggle-flows").uncheck()
     expect(trace.part("trace-overlay")).to_have_attribute("data-flows", "0")
+    expect(trace.part("trace-overlay")).to_have_attribute("data-window-flows", "0")
+    expect(trace.part("trace-legend").locator(css_testid("legend-flow"))).to_have_count(0)
     assert trace.query()["flows"] == "0"
     # Esc closes the details and forgets the selection.
     trace.page.keyboard.press("Escape")

@@ -78,3 +78,50 @@ def test_events_on_one_row_never_overlap(path):
     for (lane, row), (a, b) in layout.segments.items():
         overlap = layout.start[a + 1:b] < layout.end[a:b - 1] - 1e-3
         assert not overlap.any(), (lane, row, int(layout.order[a + 1 + overlap.argmax()]))
+
+
+@lru_cache(maxsize=1)
+def raw_flow_pairs(path: Path) -> list[tuple[str, tuple[float, float], tuple[float, float]]]:
+    """(kind, (start, end) of one end, of the other) for every launch and every fwdbwd pair, from
+    the raw JSON: launches by correlation id, fwdbwd by the operator starting at each flow point."""
+    with gzip.open(path) if path.suffix == ".gz" else open(path, "rb") as f:
+        events = json.load(f)["traceEvents"]
+    complete = [e for e in events if e.get("ph") == "X" and isinstance(e.get("dur"), (int, float))]
+    calls, work, ops = defaultdict(list), defaultdict(list), {}
+    for e in complete:
+        span = (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+        cat, corr = str(e.get("cat")).lower(), (e.get("args") or {}).get("correlation")
+        if cat in ("cuda_runtime", "cuda_driver", "runtime") and corr is not None:  # legacy Kineto: "Runtime"
+            calls[corr].append(span)
+        elif cat in ("kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset") and corr is not None:
+            work[corr].append(span)
+        elif cat in ("cpu_op", "operator"):
+            ops.setdefault((str(e["pid"]), str(e["tid"]), round(float(e["ts"]) * 1000)), span)
+    pairs = [("ac2g", c, w) for corr in calls for c in calls[corr] for w in work.get(corr, [])]
+    points = defaultdict(dict)
+    for e in events:
+        if e.get("cat") == "fwdbwd" and e.get("ph") in ("s", "f"):
+            op = ops.get((str(e["pid"]), str(e["tid"]), round(float(e["ts"]) * 1000)))
+            if op:
+                points[e["id"]][e["ph"]] = op
+    pairs += [("fwdbwd", p["s"], p["f"]) for p in points.values() if len(p) == 2]
+    return pairs
+
+
+@pytest.mark.parametrize("zoom", ZOOMS)
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.parent.name)
+def test_window_flows_are_the_raw_pairs_with_an_end_inside(path, zoom):
+    from profboard.server.analysis import flows
+
+    tables, layout = ours(path)
+    lo, hi = layout.extent
+    center = lo + 0.43 * (hi - lo)
+    start, end = center - zoom * (hi - lo) / 2, center + zoom * (hi - lo) / 2
+    index = flows.build_flows(tables, layout.lane_of >= 0)
+    total, _ = flows.in_window(index, start, end)
+    touches = lambda span: span[0] <= end and span[1] >= start  # noqa: E731
+    expected = [kind for kind, a, b in raw_flow_pairs(path) if touches(a) or touches(b)]
+    assert total == len(expected)
+    answer = flows.window_flows(tables, index, layout.lane_of, layout.row_of, start, end)
+    if total <= flows.MAX_WINDOW_FLOWS:
+        assert sorted(answer["cat"]) == sorted(expected)

@@ -261,9 +261,11 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
     if (dirty.all || dirty.overlay) {
       const { ctx } = fitCanvas(ui.overlay, width, height);
       const flows = ui.flows.checked && st.detail && st.selected ? (st.detail.links || []).map((l) => placeLink(l, st.data)) : [];
+      const arrows = ui.flows.checked && st.data ? st.data.flows.arrows : [];
       drawOverlay(ctx, { width, height, scrollTop, layout, data: st.data, win: st.view, selected: st.selected,
-        hover: st.hover, matches: search.ids(), flows, range: st.range });
+        hover: st.hover, matches: search.ids(), arrows, flows, range: st.range });
       ui.overlay.dataset.flows = String(flows.length);
+      ui.overlay.dataset.windowFlows = String(arrows.length);
     }
     dirty.all = false;
     dirty.overlay = false;
@@ -325,7 +327,7 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
       const body = await fetchWindow(sel, req, ctl.signal);
       if (ctl.signal.aborted) return;
       st.data = prepareWindow(body, kinds);
-      drawLegend(ui.legend, kinds, st.data.present, st.data.mergedCount > 0);
+      legend();
       st.have = { start_us: req.start_us, end_us: req.end_us, width_px: req.width_px };
       ui.canvas.dataset.windows = String(Number(ui.canvas.dataset.windows || 0) + 1);
       if (ui.message.dataset.tone === "error") showMessage(ui.message, "");
@@ -339,6 +341,10 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
         busy(false);
       }
     }
+  }
+
+  function legend() {
+    if (st.data) drawLegend(ui.legend, kinds, st.data.present, st.data.mergedCount > 0, ui.flows.checked ? st.data.flows : null);
   }
 
   // ------------------------------------------------------------ selection and details
@@ -373,7 +379,6 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
       revealRow(st.selected);
       requestDraw(false);
       search.sync(id);
-      placeLinks(event, ctl.signal);
     } catch (err) {
       if (ctl.signal.aborted || isAbort(err)) return;
       st.selected = null;
@@ -392,25 +397,6 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
         panel.panel.removeAttribute("aria-busy");
       }
     }
-  }
-
-  /**
-   * Finds the rows of linked events (for their arrows) when the API leaves them out and they are
-   * few; the others point at their lane's first row.
-   * @param {EventDetail} event
-   * @param {AbortSignal} linkSignal
-   */
-  async function placeLinks(event, linkSignal) {
-    const missing = (event.links || []).filter((l) => !Number.isInteger(l.row));
-    if (!missing.length || missing.length > 8) return;
-    await Promise.all(missing.map(async (link) => {
-      try {
-        link.row = (await fetchEvent(sel, link.id, linkSignal)).row;
-      } catch {
-        // the arrow keeps its fallback row
-      }
-    }));
-    if (!linkSignal.aborted) requestDraw(false);
   }
 
   function deselect() {
@@ -463,6 +449,7 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
 
   ui.flows.addEventListener("change", () => {
     updateQuery({ flows: ui.flows.checked ? null : "0" });
+    legend();
     requestDraw(false);
   }, listen);
   ui.counters.addEventListener("change", () => {

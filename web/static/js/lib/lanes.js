@@ -15,11 +15,14 @@ import { formatCount, formatOffset, formatRatio, formatUs, shortKernelName } fro
  * @typedef {{type: "lane", lane: Lane, y: number, h: number, collapsed: boolean}} LaneItem
  * @typedef {{items: (ProcessItem|LaneItem)[], lanes: Map<number, LaneItem>, height: number, rowPx: number, padPx: number}} Layout
  * @typedef {{id: number[], start_us: number[], dur_us: number[], row: number[], name: number[], kind: number[]}} Boxes
- * @typedef {{start_us: number[], end_us: number[], row: number[], count: number[], busy_us: number[]}} Merged
+ * @typedef {{start_us: number[], end_us: number[], row: number[], count: number[], busy_us: number[], kind: number[]}} Merged
  * @typedef {{id: number, boxes: Boxes, merged: Merged, groups: [string, number[]][], fills: string[], byRow: number[]}} WindowLane
  * @typedef {{start_us: number, end_us: number, width_px: number, names: string[], kinds: string[],
  *            lanes: Map<number, WindowLane>, index: Map<number, {lane: number, i: number}>,
- *            boxCount: number, mergedCount: number, labels: (string|null)[], present: Set<string>}} WindowData
+ *            boxCount: number, mergedCount: number, labels: (string|null)[], present: Set<string>,
+ *            flows: WindowFlows}} WindowData
+ * @typedef {{cat: string, from: Placed, to: Placed}} Arrow
+ * @typedef {{total: number|null, arrows: Arrow[]}} WindowFlows
  * @typedef {{kind: "box", lane: number, index: number, id: number} | {kind: "merged", lane: number, index: number}} Hit
  * @typedef {{id: number, lane: number, row: number, start_us: number, dur_us: number}} Placed
  */
@@ -211,7 +214,8 @@ export function prepareWindow(body, kinds) {
   let mergedCount = 0;
   for (const lane of body.lanes || []) {
     const boxes = lane.boxes || { id: [], start_us: [], dur_us: [], row: [], name: [], kind: [] };
-    const merged = lane.merged || { start_us: [], end_us: [], row: [], count: [], busy_us: [] };
+    const merged = lane.merged || { start_us: [], end_us: [], row: [], count: [], busy_us: [], kind: [] };
+    for (const k of merged.kind || []) present.add(kinds[k] || "other");
     /** @type {Map<string, number[]>} */ const groups = new Map();
     const n = boxes.id.length;
     /** @type {string[]} */ const fills = new Array(n);
@@ -239,7 +243,25 @@ export function prepareWindow(body, kinds) {
   return {
     start_us: body.start_us, end_us: body.end_us, width_px: body.width_px, names, kinds,
     lanes, index, boxCount, mergedCount, labels: new Array(names.length).fill(undefined), present,
+    flows: windowFlows(body.flows),
   };
+}
+
+/**
+ * The window's flow arrows as pairs of placed ends; `total` counts them (null: too many to
+ * count), and no arrows come when there are too many to draw.
+ * @param {{total: number|null, cat: string[], from_id: number[], from_lane: number[], from_row: number[],
+ *          from_us: number[], to_id: number[], to_lane: number[], to_row: number[], to_us: number[]}|undefined} body
+ * @returns {WindowFlows}
+ */
+export function windowFlows(body) {
+  if (!body) return { total: 0, arrows: [] };
+  const arrows = body.cat.map((cat, i) => ({
+    cat,
+    from: { id: body.from_id[i], lane: body.from_lane[i], row: body.from_row[i], start_us: body.from_us[i], dur_us: 0 },
+    to: { id: body.to_id[i], lane: body.to_lane[i], row: body.to_row[i], start_us: body.to_us[i], dur_us: 0 },
+  }));
+  return { total: body.total, arrows };
 }
 
 /**

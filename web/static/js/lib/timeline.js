@@ -25,6 +25,7 @@ import { boxPixels, rulerTicks, xOf } from "./viewport.js";
  * @typedef {import("./lanes.js").WindowData} WindowData
  * @typedef {import("./lanes.js").WindowLane} WindowLane
  * @typedef {import("./lanes.js").Placed} Placed
+ * @typedef {import("./lanes.js").Arrow} Arrow
  */
 
 const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif';
@@ -35,6 +36,10 @@ const STEP_SHADE = "rgba(60, 64, 67, 0.035)";
 const STEP_LINE = "rgba(60, 64, 67, 0.22)";
 const GRID_LINE = "rgba(60, 64, 67, 0.07)";
 const ACCENT = "#f57c00";
+/** Arrows of the selected event, and the window's arrows by flow kind (fainter). */
+const SELECTED_ARROW = "rgba(32, 33, 36, 0.85)";
+const ARROW_COLORS = { ac2g: "rgba(25, 103, 210, 0.45)", fwdbwd: "rgba(142, 36, 170, 0.5)" };
+const ARROW_LABELS = { ac2g: "Launch → GPU", fwdbwd: "Forward → backward" };
 
 // ---------------------------------------------------------------- drawing
 
@@ -318,15 +323,19 @@ function drawRange(ctx, range, win, width, height) {
 }
 
 /**
- * Draws what changes without new data: search matches, the hovered and the selected event, flow
- * arrows from the selected event to its linked events, and the range being selected.
+ * Draws what changes without new data: search matches, the hovered and the selected event, the
+ * window's flow arrows (faint), arrows from the selected event to its linked events, and the
+ * range being selected.
  * @param {CanvasRenderingContext2D} ctx
  * @param {{width: number, height: number, scrollTop: number, layout: Layout, data: WindowData|null,
  *          win: TimeWindow, selected: Placed|null, hover: Placed|null, matches: Set<number>,
- *          flows: Placed[], range: [number, number]|null}} view
+ *          arrows: Arrow[], flows: Placed[], range: [number, number]|null}} view
  */
-export function drawOverlay(ctx, { width, height, scrollTop, layout, data, win, selected, hover, matches, flows, range }) {
+export function drawOverlay(ctx, { width, height, scrollTop, layout, data, win, selected, hover, matches, arrows, flows, range }) {
   ctx.clearRect(0, 0, width, height);
+  for (const arrow of arrows) {
+    drawArrow(ctx, layout, win, width, scrollTop, arrow.from, arrow.to, ARROW_COLORS[arrow.cat] || SELECTED_ARROW);
+  }
   const boxH = layout.rowPx - 2;
   /** @param {Placed} p @returns {[number, number, number]|null} x, y, w */
   const rect = (p) => {
@@ -355,7 +364,7 @@ export function drawOverlay(ctx, { width, height, scrollTop, layout, data, win, 
     }
   }
   if (selected) {
-    for (const target of flows) drawArrow(ctx, layout, win, width, scrollTop, selected, target);
+    for (const target of flows) drawArrow(ctx, layout, win, width, scrollTop, selected, target, SELECTED_ARROW);
     const r = rect(selected);
     if (r) {
       ctx.strokeStyle = "#ffffff";
@@ -378,8 +387,9 @@ export function drawOverlay(ctx, { width, height, scrollTop, layout, data, win, 
  * @param {number} scrollTop
  * @param {Placed} a
  * @param {Placed} b
+ * @param {string} color
  */
-function drawArrow(ctx, layout, win, width, scrollTop, a, b) {
+function drawArrow(ctx, layout, win, width, scrollTop, a, b, color) {
   const ia = layout.lanes.get(a.lane);
   const ib = layout.lanes.get(b.lane);
   if (!ia || !ib) return;
@@ -389,8 +399,8 @@ function drawArrow(ctx, layout, win, width, scrollTop, a, b) {
   const y0 = rowTop(layout, fromItem, from.row) - scrollTop + layout.rowPx / 2;
   const y1 = rowTop(layout, toItem, to.row) - scrollTop + layout.rowPx / 2;
   const bend = Math.max(24, Math.abs(x1 - x0) * 0.4);
-  ctx.strokeStyle = "rgba(32, 33, 36, 0.85)";
-  ctx.fillStyle = "rgba(32, 33, 36, 0.85)";
+  ctx.strokeStyle = color;
+  ctx.fillStyle = color;
   ctx.lineWidth = 1.25;
   ctx.beginPath();
   ctx.moveTo(x0, y0);
@@ -444,15 +454,19 @@ export function drawLaneLabels(node, layout, onFold) {
 }
 
 /**
- * A colour key of the kinds drawn now (in the API's kind order), and of merged blocks.
+ * A colour key of the kinds drawn now (in the API's kind order), of merged blocks, and of the
+ * flow arrows (or how many there are when too many to draw).
  * @param {HTMLElement} node
  * @param {string[]} kinds every kind name
  * @param {Set<string>} present the kinds drawn
  * @param {boolean} merged whether merged blocks are drawn
+ * @param {import("./lanes.js").WindowFlows|null} flows the window's arrows, null when not shown
  */
-export function drawLegend(node, kinds, present, merged) {
+export function drawLegend(node, kinds, present, merged, flows) {
   const shown = kinds.filter((k) => present.has(k));
-  const signature = JSON.stringify([shown, merged]);
+  const cats = flows ? [...new Set(flows.arrows.map((a) => a.cat))].sort() : [];
+  const hidden = flows && !flows.arrows.length && flows.total !== 0 ? flows.total : 0;
+  const signature = JSON.stringify([shown, merged, cats, hidden]);
   if (node.dataset.signature === signature) return;
   node.dataset.signature = signature;
   const items = shown.map((kind) => el("span", { class: "legend-item", testid: "legend-item" }, [
@@ -464,6 +478,17 @@ export function drawLegend(node, kinds, present, merged) {
       title: "Events too small to draw one by one at this zoom; hover for their count" }, [
       el("span", { class: "swatch swatch-merged" }), "Merged",
     ]));
+  }
+  for (const cat of cats) {
+    items.push(el("span", { class: "legend-item", testid: "legend-flow" }, [
+      el("span", { class: "swatch swatch-arrow", attrs: { style: `background: ${ARROW_COLORS[cat] || SELECTED_ARROW}` } }),
+      ARROW_LABELS[cat] || cat,
+    ]));
+  }
+  if (hidden !== 0) {
+    const count = hidden === null ? "Too many" : formatCount(hidden);
+    items.push(el("span", { class: "legend-item legend-note", testid: "legend-flow-note",
+      text: `${count} flow arrows here: zoom in to draw them` }));
   }
   node.replaceChildren(...items);
 }

@@ -1,0 +1,129 @@
+"""Flow arrows: pairs of timeline events that belong together.
+
+- ac2g: a runtime or driver call (cudaLaunchKernel, cuLaunchKernel, cudaMemcpyAsync, ...) and
+  the kernel, memcpy or memset it queued, told by their shared correlation id. Kineto writes
+  these as flow events too; the correlation id is the same fact and is always there.
+- fwdbwd: a forward operator and the backward operator autograd ran for it, from the trace's
+  `fwdbwd` flow events: the start point sits at the forward operator's start, the finish
+  point at the backward operator's start, both on the operator's own thread.
+
+Pairs are indexed once per trace so that a window or a click only slices arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..trace.schema import DEVICE_KINDS, Kind
+from ..trace.tables import TraceTables
+
+CATEGORIES = ["ac2g", "fwdbwd"]
+MAX_WINDOW_FLOWS = 500
+# Past this many candidates a window is zoomed far out; counting them exactly is not worth it.
+MAX_COUNTED = 200_000
+
+
+@dataclass(frozen=True)
+class Flows:
+    """Pairs sorted by where their drawing starts (`lo`, the earlier of the two starts);
+    `reach` is the running maximum of their ends, so a window finds its pairs by bisection."""
+
+    src: np.ndarray  # events rows: the launch call, the forward operator
+    dst: np.ndarray  # the GPU work, the backward operator
+    cat: np.ndarray  # index into CATEGORIES
+    lo: np.ndarray
+    reach: np.ndarray
+    src_span: tuple[np.ndarray, np.ndarray]  # start, end of each source event
+    dst_span: tuple[np.ndarray, np.ndarray]
+
+
+def _launch_pairs(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    kind = events["kind"].to_numpy()
+    correlation = events["correlation"].to_numpy()
+    tied = correlation >= 0
+    calls = np.flatnonzero(tied & np.isin(kind, (Kind.RUNTIME, Kind.DRIVER)))
+    work = np.flatnonzero(tied & np.isin(kind, DEVICE_KINDS))
+    pairs = pd.DataFrame({"src": calls, "key": correlation[calls]}).merge(
+        pd.DataFrame({"dst": work, "key": correlation[work]}), on="key")
+    return pairs["src"].to_numpy(np.int64), pairs["dst"].to_numpy(np.int64)
+
+
+def _nanoseconds(ts: np.ndarray) -> np.ndarray:
+    return np.round(ts * 1000.0).astype(np.int64)
+
+
+def _backward_pairs(events: pd.DataFrame, flows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    points = flows[(flows["cat"] == "fwdbwd").to_numpy()] if len(flows) else flows
+    empty = np.empty(0, dtype=np.int64)
+    if not len(points):
+        return empty, empty
+    ops = np.flatnonzero(events["kind"].to_numpy() == Kind.CPU_OP)
+    op_keys = pd.DataFrame({"row": ops, "pid": events["pid"].to_numpy()[ops].astype(str),
+                            "tid": events["tid"].to_numpy()[ops].astype(str),
+                            "ns": _nanoseconds(events["ts"].to_numpy()[ops])})
+    # Where several operators start at one instant on a thread, the outermost (first) owns the point.
+    op_keys = op_keys.drop_duplicates(["pid", "tid", "ns"], keep="first")
+    at = pd.DataFrame({"id": points["id"].astype(str).to_numpy(), "ph": points["ph"].astype(str).to_numpy(),
+                       "pid": points["pid"].astype(str).to_numpy(), "tid": points["tid"].astype(str).to_numpy(),
+                       "ns": _nanoseconds(points["ts"].to_numpy())}).merge(op_keys, on=["pid", "tid", "ns"])
+    pairs = at[at["ph"] == "s"].merge(at[at["ph"] == "f"], on="id", suffixes=("_s", "_f"))
+    return pairs["row_s"].to_numpy(np.int64), pairs["row_f"].to_numpy(np.int64)
+
+
+def build_flows(tables: TraceTables, on_timeline: np.ndarray) -> Flows:
+    """Every pair whose two events are both on the timeline (`on_timeline[row]`)."""
+    events = tables.events
+    launch = _launch_pairs(events)
+    backward = _backward_pairs(events, tables.flows)
+    src = np.concatenate([launch[0], backward[0]])
+    dst = np.concatenate([launch[1], backward[1]])
+    cat = np.concatenate([np.zeros(len(launch[0]), np.int64), np.ones(len(backward[0]), np.int64)])
+    keep = on_timeline[src] & on_timeline[dst]
+    src, dst, cat = src[keep], dst[keep], cat[keep]
+    ts = events["ts"].to_numpy()
+    end = ts + events["dur"].to_numpy()
+    lo = np.minimum(ts[src], ts[dst])
+    order = np.argsort(lo, kind="stable")
+    src, dst, cat, lo = src[order], dst[order], cat[order], lo[order]
+    hi = np.maximum(end[src], end[dst])
+    reach = np.maximum.accumulate(hi) if len(hi) else hi
+    return Flows(src, dst, cat, lo, reach, (ts[src], end[src]), (ts[dst], end[dst]))
+
+
+def in_window(flows: Flows, start_us: float, end_us: float) -> tuple[np.ndarray | None, np.ndarray]:
+    """Pairs with either event overlapping the window: (how many, or None when too many to
+    count; their positions, empty when more than MAX_WINDOW_FLOWS)."""
+    first = int(np.searchsorted(flows.reach, start_us, side="left"))
+    last = int(np.searchsorted(flows.lo, end_us, side="right"))
+    if last - first > MAX_COUNTED:
+        return None, np.empty(0, dtype=np.int64)
+    at = np.arange(first, max(first, last))
+    (ss, se), (ds, de) = flows.src_span, flows.dst_span
+    hit = ((ss[at] <= end_us) & (se[at] >= start_us)) | ((ds[at] <= end_us) & (de[at] >= start_us))
+    picked = at[hit]
+    return len(picked), (picked if len(picked) <= MAX_WINDOW_FLOWS else np.empty(0, dtype=np.int64))
+
+
+def of_event(flows: Flows, row: int) -> list[tuple[int, str]]:
+    """The events tied to `row` and how: (events row, relation as seen from `row`)."""
+    outgoing, incoming = flows.src == row, flows.dst == row
+    return ([(int(d), ("launches", "backward")[c]) for d, c in zip(flows.dst[outgoing], flows.cat[outgoing])]
+            + [(int(s), ("launched by", "forward")[c]) for s, c in zip(flows.src[incoming], flows.cat[incoming])])
+
+
+def window_flows(tables: TraceTables, flows: Flows, lane_of: np.ndarray, row_of: np.ndarray,
+                 start_us: float, end_us: float) -> dict[str, Any]:
+    """The window's pairs as columns (each end's id, lane, row and start) with their total."""
+    total, picked = in_window(flows, start_us, end_us)
+    src, dst = flows.src[picked], flows.dst[picked]
+    return {
+        "total": total, "cat": [CATEGORIES[c] for c in flows.cat[picked]],
+        "from_id": src.tolist(), "from_lane": lane_of[src].tolist(), "from_row": row_of[src].tolist(),
+        "from_us": flows.src_span[0][picked].tolist(),
+        "to_id": dst.tolist(), "to_lane": lane_of[dst].tolist(), "to_row": row_of[dst].tolist(),
+        "to_us": flows.dst_span[0][picked].tolist(),
+    }
