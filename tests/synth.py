@@ -228,6 +228,18 @@ class Trace:
                                   "Bytes": nbytes, "Device Id": device_id, "Device Type": device_type,
                                   "Addr": addr}})
 
+    def memory_record(self, ts: float, nbytes: int, addr: int | None = None, total_allocated: int | None = None,
+                      total_reserved: int | None = None, device_type: int = 1, device_id: int = 0,
+                      tid: Any = None) -> dict[str, Any]:
+        """A `[memory]` instant event on thread `tid`; fields given as None are left out, as
+        PyTorch before 1.10 left out `Addr` and the totals."""
+        args: dict[str, Any] = {"Device Type": device_type, "Device Id": device_id, "Bytes": nbytes}
+        for key, value in (("Addr", addr), ("Total Allocated", total_allocated), ("Total Reserved", total_reserved)):
+            if value is not None:
+                args[key] = value
+        return self.add({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",
+                         "pid": self.pid, "tid": self._host_tid(tid), "ts": ts, "args": args})
+
     def device(self, id: int = 0, name: str = "NVIDIA H100 80GB HBM3", memory_bytes: int = 85017493504,
                major: int = 9, minor: int = 0, num_sms: int = 132) -> dict[str, Any]:
         """A `deviceProperties` entry."""

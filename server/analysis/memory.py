@@ -277,12 +277,19 @@ def _owners(tree: OpTree) -> tuple[np.ndarray, np.ndarray]:
     return owner, up
 
 
+def _codes_in(column: pd.Series, categories: pd.Index) -> np.ndarray:
+    """Per row of a categorical column: the position of its value in `categories`, -1 if absent."""
+    lookup = pd.Index(categories).get_indexer(column.cat.categories.astype(str))
+    codes = column.cat.codes.to_numpy()
+    return np.where(codes >= 0, lookup[np.maximum(codes, 0)], -1).astype(np.int64) if len(lookup) else \
+        np.full(len(codes), -1, dtype=np.int64)
+
+
 def _record_threads(memory: pd.DataFrame, events: pd.DataFrame) -> np.ndarray:
     """Per record the thread key `thread_key(events)` gives its thread, -1 for a thread without events."""
-    pids = events["pid"].cat.categories
     tids = events["tid"].cat.categories
-    pid = pd.Categorical(memory["pid"].astype(str), categories=pids).codes.astype(np.int64)
-    tid = pd.Categorical(memory["tid"].astype(str), categories=tids).codes.astype(np.int64)
+    pid = _codes_in(memory["pid"], events["pid"].cat.categories)
+    tid = _codes_in(memory["tid"], tids)
     return np.where((pid >= 0) & (tid >= 0), pid * (len(tids) + 1) + tid, -1)
 
 
@@ -360,18 +367,24 @@ def _pairs(addr: np.ndarray, nbytes: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return np.r_[allocs, np.full(len(lone_frees), -1)], np.r_[free_of_alloc[allocs], lone_frees]
 
 
+def _names(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """Name of each events row as an object array, None for -1."""
+    names = events["name"]
+    out = np.full(len(rows), None, dtype=object)
+    live = rows >= 0
+    if live.any():
+        out[live] = names.cat.categories.astype(str).to_numpy()[names.cat.codes.to_numpy()[rows[live]]]
+    return out
+
+
 def _op_labels(events: pd.DataFrame, tree: OpTree, op: np.ndarray,
                caller: np.ndarray) -> tuple[list[str | None], np.ndarray]:
     """Operator name per row, and whether it is named after its caller: a factory op is shown
     as "caller (aten::empty)"."""
-    names = events["name"]
-    op_rows, caller_rows = tree.event_rows(op), tree.event_rows(caller)
-    codes = names.cat.codes.to_numpy()
-    categories = np.array([str(c) for c in names.cat.categories] + [None], dtype=object)
-    op_names = categories[np.where(op_rows >= 0, codes[np.maximum(op_rows, 0)], -1)]
-    caller_names = categories[np.where(caller_rows >= 0, codes[np.maximum(caller_rows, 0)], -1)]
-    factory = np.array([isinstance(n, str) and n.startswith(_FACTORY_PREFIX) for n in op_names], dtype=bool)
-    relabel = factory & (caller_rows >= 0)
+    op_names = _names(events, tree.event_rows(op))
+    caller_names = _names(events, tree.event_rows(caller))
+    relabel = np.array([isinstance(n, str) and n.startswith(_FACTORY_PREFIX) for n in op_names], dtype=bool)
+    relabel &= caller >= 0
     labels = op_names.copy()
     labels[relabel] = [f"{c} ({o})" for c, o in zip(caller_names[relabel], op_names[relabel])]
     return labels.tolist(), relabel
