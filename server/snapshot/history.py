@@ -33,6 +33,29 @@ PENDING_STATES = ("active_pending_free", "active_awaiting_free")  # the C++ and 
 MIN_BLOCK_BYTES = 512
 
 
+def as_int(value: Any, default: int | None = 0) -> int | None:
+    """An int field read from untrusted data: ints (not bools) pass, anything else is `default`."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63 else default
+
+
+def finite_float(value: Any) -> float | None:
+    """A number field read from untrusted data as a finite float, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        value = float(value)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def segments_of(snap: dict[str, Any], device: int | None = None) -> list[dict[str, Any]]:
+    """The stored segments (of one device, or all), skipping anything that is not a dict."""
+    segments = snap.get("segments")
+    return [s for s in (segments if isinstance(segments, list) else [])
+            if isinstance(s, dict) and (device is None or as_int(s.get("device", 0)) == device)]
+
+
 def round_block(requested: np.ndarray) -> np.ndarray:
     """The allocator's default block size for requested sizes: a multiple of 512, at least 512."""
     requested = np.asarray(requested, dtype=np.int64)
@@ -43,14 +66,14 @@ def _ints(values: list[Any]) -> np.ndarray:
     try:
         return np.fromiter(values, dtype=np.int64, count=len(values))
     except (TypeError, ValueError, OverflowError):
-        return np.array([v if isinstance(v, int) and -2**63 <= v < 2**63 else 0 for v in values], dtype=np.int64)
+        return np.array([as_int(v) for v in values], dtype=np.int64)
 
 
 def _floats(values: list[Any]) -> np.ndarray:
     try:
         return np.fromiter(values, dtype=np.float64, count=len(values))
     except (TypeError, ValueError, OverflowError):
-        return np.array([float(v) if isinstance(v, (int, float)) else math.nan for v in values], dtype=np.float64)
+        return np.array([math.nan if (f := finite_float(v)) is None else f for v in values], dtype=np.float64)
 
 
 def device_trace(snap: dict[str, Any], device: int) -> list[dict[str, Any]]:
@@ -63,7 +86,7 @@ def device_trace(snap: dict[str, Any], device: int) -> list[dict[str, Any]]:
 
 def segment_devices(snap: dict[str, Any]) -> list[int]:
     """Devices that have segments or trace entries, ascending."""
-    found = {s.get("device", 0) for s in snap.get("segments", []) if isinstance(s, dict)}
+    found = {as_int(s.get("device", 0)) for s in segments_of(snap)}
     traces = snap.get("device_traces")
     if isinstance(traces, list):
         found |= {d for d, t in enumerate(traces) if isinstance(t, list) and t}
@@ -77,19 +100,19 @@ def final_blocks(segment: dict[str, Any]) -> list[dict[str, Any]]:
     and older snapshots keep the frames and real size in the block's first `history` record.
     """
     out = []
-    addr = segment.get("address", 0)
-    for b in segment.get("blocks") or []:
+    addr = as_int(segment.get("address"))
+    blocks = segment.get("blocks")
+    for b in blocks if isinstance(blocks, list) else []:
         if not isinstance(b, dict):
             continue
-        size = b.get("size", 0) if isinstance(b.get("size"), int) else 0
-        first = (b.get("history") or [{}])[0] if isinstance(b.get("history"), list) else {}
-        first = first if isinstance(first, dict) else {}
-        requested = b.get("requested_size", first.get("real_size", size))
-        out.append({"address": b.get("address", addr), "size": size,
-                    "requested_size": requested if isinstance(requested, int) else size,
+        size = as_int(b.get("size"))
+        history = b.get("history")
+        first = history[0] if isinstance(history, list) and history and isinstance(history[0], dict) else {}
+        requested = as_int(b.get("requested_size", first.get("real_size")), size)
+        out.append({"address": as_int(b.get("address"), addr), "size": size, "requested_size": requested,
                     "state": b.get("state", "inactive"),
                     "frames": b.get("frames", first.get("frames", [])),
-                    "stream": segment.get("stream", 0)})
+                    "stream": as_int(segment.get("stream"))})
         addr = out[-1]["address"] + size
     return out
 
@@ -261,7 +284,9 @@ def build_allocations(entries: Entries, segments: list[dict[str, Any]], warnings
 def build_history(snap: dict[str, Any], device: int) -> DeviceHistory:
     """Entries, allocations and final segments of one device (build once, share between views)."""
     warnings: list[str] = []
-    segments = [s for s in snap.get("segments", []) if isinstance(s, dict) and s.get("device", 0) == device]
+    segments = segments_of(snap, device)
+    if not segments and not device_trace(snap, device):
+        warnings.append(f"device {device} has no segments and no recorded history")
     entries = build_entries(snap, device)
     allocations = build_allocations(entries, segments, warnings)
     return DeviceHistory(device=device, entries=entries, allocations=allocations,

@@ -26,7 +26,7 @@ import numpy as np
 from ..analysis.records import clean
 from .frames import SiteIndex
 from .history import (ACTIONS, SEGMENT_ALLOC, SEGMENT_FREE, SEGMENT_MAP, SEGMENT_UNMAP, OOM,
-                      DeviceHistory, build_history)
+                      DeviceHistory, as_int, build_history)
 
 DEFAULT_MAX_BLOCKS = 20000
 
@@ -37,10 +37,11 @@ class _Segments:
     def __init__(self, stored: list[dict[str, Any]]) -> None:
         self.by_start: dict[int, dict[str, Any]] = {}
         for s in stored:
-            addr, size = s.get("address"), s.get("total_size")
-            if isinstance(addr, int) and isinstance(size, int):
-                self.by_start[addr] = {"address": addr, "total_bytes": size, "stream": s.get("stream", 0),
-                                       "segment_type": s.get("segment_type"),
+            addr, size = as_int(s.get("address"), None), as_int(s.get("total_size"), None)
+            if addr is not None and size is not None:
+                kind = s.get("segment_type")
+                self.by_start[addr] = {"address": addr, "total_bytes": size, "stream": as_int(s.get("stream")),
+                                       "segment_type": kind if isinstance(kind, str) else None,
                                        "is_expandable": bool(s.get("is_expandable", False))}
         self.starts = sorted(self.by_start)
         self.misses = 0
@@ -125,12 +126,12 @@ def _entry(history: DeviceHistory, i: int, sites: SiteIndex) -> dict[str, Any] |
     raw = e.raw[i]
     return {"index": i, "action": raw.get("action") if isinstance(raw.get("action"), str) else ACTIONS[e.action[i]],
             "address": int(e.addr[i]), "size_bytes": int(e.size[i]), "stream": int(e.stream[i]),
-            "time_us": clean("time_us", e.time_us[i]), "device_free_bytes": raw.get("device_free"),
+            "time_us": clean("time_us", e.time_us[i]), "device_free_bytes": as_int(raw.get("device_free"), None),
             "site": sites.site_of(raw.get("frames"))}
 
 
 def _fill(seg: dict[str, Any], addr: np.ndarray, size: np.ndarray, req: np.ndarray, pending: np.ndarray,
-          site: list[int], with_blocks: bool) -> dict[str, Any]:
+          recorded: np.ndarray, site: list[int], with_blocks: bool) -> dict[str, Any]:
     """One segment's active blocks (sorted by address) and the inactive gaps between them."""
     start, total = seg["address"], seg["total_bytes"]
     blocks, cursor, inactive, largest = [], start, 0, 0
@@ -144,7 +145,7 @@ def _fill(seg: dict[str, Any], addr: np.ndarray, size: np.ndarray, req: np.ndarr
         if with_blocks:
             blocks.append({"address": b_addr, "size_bytes": b_size, "requested_bytes": int(req[k]),
                            "state": "active_pending_free" if pending[k] else "active_allocated",
-                           "site": site[k]})
+                           "alloc_recorded": bool(recorded[k]), "site": site[k]})
         cursor = max(cursor, b_addr + b_size)
     if start + total > cursor:
         gap = start + total - cursor
@@ -199,14 +200,15 @@ def allocator_state(snap: dict[str, Any], device: int = 0, at: int | None = None
     out = []
     for k, seg in enumerate(segments):
         rows = live[bounds[k]:bounds[k + 1]]
-        out.append(_fill(seg, a.addr[rows], a.block[rows], a.requested[rows], pending[bounds[k]:bounds[k + 1]],
-                         site[bounds[k]:bounds[k + 1]], bool(with_blocks[k])))
+        part = slice(bounds[k], bounds[k + 1])
+        out.append(_fill(seg, a.addr[rows], a.block[rows], a.requested[rows], pending[part], a.recorded[rows],
+                         site[part], bool(with_blocks[k])))
     totals = {key: sum(s[key] for s in out) for key in
               ("total_bytes", "allocated_bytes", "pending_free_bytes", "inactive_bytes", "requested_bytes")}
     reserved = totals.pop("total_bytes")
     e = history.entries
     ooms = [{"index": int(i), "time_us": clean("time_us", e.time_us[i]), "size_bytes": int(e.size[i]),
-             "device_free_bytes": e.raw[i].get("device_free"), "before": bool(i <= point)}
+             "device_free_bytes": as_int(e.raw[i].get("device_free"), None), "before": bool(i <= point)}
             for i in np.flatnonzero(e.action == OOM).tolist()]
     return {"device": history.device, "at": None if at is None else point, "index": point, "entries": n,
             "entry": _entry(history, point, sites), "time_us": clean("time_us", e.time_us[point]) if point >= 0 else None,

@@ -18,7 +18,7 @@ from collections import Counter
 from typing import Any
 
 from ..analysis.records import clean_row
-from .history import ACTIVE_STATES, PENDING_STATES, device_trace, final_blocks, segment_devices
+from .history import ACTIVE_STATES, PENDING_STATES, as_int, finite_float, device_trace, final_blocks, segment_devices, segments_of
 
 
 def _totals(segments: list[dict[str, Any]], warnings: list[str]) -> dict[str, Any]:
@@ -30,8 +30,8 @@ def _totals(segments: list[dict[str, Any]], warnings: list[str]) -> dict[str, An
         seg_alloc = sum(b["size"] for b in blocks if b["state"] == "active_allocated")
         seg_pending = sum(b["size"] for b in blocks if b["state"] in PENDING_STATES)
         seg_req = sum(b["requested_size"] for b in blocks if b["state"] in ACTIVE_STATES)
-        total = seg.get("total_size", 0)
-        own = (seg.get("allocated_size", seg_alloc), seg.get("active_size", seg_alloc + seg_pending))
+        total = as_int(seg.get("total_size"))
+        own = (as_int(seg.get("allocated_size"), seg_alloc), as_int(seg.get("active_size"), seg_alloc + seg_pending))
         if own != (seg_alloc, seg_alloc + seg_pending) or sum(b["size"] for b in blocks) != total:
             mismatched += 1
         reserved += total
@@ -50,19 +50,21 @@ def _totals(segments: list[dict[str, Any]], warnings: list[str]) -> dict[str, An
             "fragmentation_ratio": inactive / reserved if reserved else None}
 
 
+def _number(value: Any) -> float | None:
+    return finite_float(value)
+
+
 def _ooms(device: int, trace: list[Any]) -> list[dict[str, Any]]:
-    return [clean_row({"device": device, "index": i, "time_us": e.get("time_us"),
-                       "size_bytes": e.get("size"), "device_free_bytes": e.get("device_free")})
+    return [clean_row({"device": device, "index": i, "time_us": _number(e.get("time_us")),
+                       "size_bytes": as_int(e.get("size"), None), "device_free_bytes": as_int(e.get("device_free"), None)})
             for i, e in enumerate(trace) if isinstance(e, dict) and e.get("action") == "oom"]
 
 
 def _history(trace: list[Any]) -> dict[str, Any]:
     actions = Counter(e.get("action") if isinstance(e, dict) else None for e in trace)
-    times = [e.get("time_us") for e in (trace[:1] + trace[-1:]) if isinstance(e, dict)]
-    times = [t for t in times if isinstance(t, (int, float))]
+    ends = [_number(e.get("time_us")) if isinstance(e, dict) else None for e in (trace[:1] + trace[-1:])]
     return {"trace_entries": len(trace), "actions": {str(k): v for k, v in actions.items()},
-            "first_time_us": float(times[0]) if times else None,
-            "last_time_us": float(times[-1]) if times else None}
+            "first_time_us": ends[0] if ends else None, "last_time_us": ends[-1] if ends else None}
 
 
 def _settings(snap: dict[str, Any]) -> dict[str, Any]:
@@ -75,11 +77,11 @@ def _settings(snap: dict[str, Any]) -> dict[str, Any]:
 def summary(snap: dict[str, Any]) -> dict[str, Any]:
     """Totals in bytes (see the module note) over all devices, per device, and the history's counts."""
     warnings: list[str] = []
-    segments = [s for s in snap["segments"] if isinstance(s, dict)]
+    segments = segments_of(snap)
     per_device, ooms = [], []
     for device in segment_devices(snap):
         trace = device_trace(snap, device)
-        mine = [s for s in segments if s.get("device", 0) == device]
+        mine = segments_of(snap, device)
         per_device.append({"device": device, **_totals(mine, warnings), **_history(trace)})
         ooms += _ooms(device, trace)
     overall = _totals(segments, [])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copyreg
 import gzip
+import json
 import os
 import pickle
 import pickletools
@@ -295,6 +296,26 @@ def test_odd_histories_warn_instead_of_failing():
     assert any("no live allocation" in w for w in tl["warnings"])
     assert allocator_state(s, 0, at=99)["index"] == 5  # clamped, with a warning
     assert summary(s)["per_device"][0]["actions"]["mystery"] == 1
+
+
+def test_garbage_values_give_plain_json_and_warnings():
+    s = roundtrip({
+        "segments": [segment(SEG, [block(SEG, 512)]), "junk",
+                     {"device": 0, "address": "0x10", "total_size": None, "stream": {1}, "blocks": "none"},
+                     {"device": 0, "address": SEG + 4 * MiB, "total_size": 4096, "segment_type": 7,
+                      "blocks": [{"size": "big", "state": "active_allocated", "frames": "none"}, 3]}],
+        "device_traces": [[ev("alloc", SEG, 512, t=float("nan")),
+                           {"action": "oom", "size": "huge", "device_free": b"x", "time_us": "late"},
+                           {"action": "snapshot", "time_us": 10**400},
+                           {"action": "alloc", "addr": None, "size": 2**70, "frames": [None, 3]}], "bad"],
+        "allocator_settings": {"ok": 1, "weird": {2, 3}}})
+    outputs = [summary(s), active_timeline(s, 0), allocator_state(s, 0), allocator_state(s, 0, at=-1),
+               top_sites(s), active_timeline(s, 5)]
+    for out in outputs:
+        json.dumps(out, allow_nan=False)
+    assert outputs[0]["allocator_settings"] == {"ok": 1}
+    assert outputs[0]["ooms"]["events"][0]["size_bytes"] is None
+    assert any("device 5" in w for w in outputs[-1]["warnings"])
 
 
 def test_no_history_recorded():
