@@ -184,6 +184,15 @@ def _sorted_by_addr(idx: np.ndarray, addr: np.ndarray) -> np.ndarray:
     return idx[np.lexsort((idx, addr[idx]))]
 
 
+def _find(values: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Per query: the index of an equal item of `values`, or -1."""
+    if not len(values):
+        return np.full(len(queries), -1, dtype=np.int64)
+    order = np.argsort(values, kind="stable")
+    pos = np.clip(np.searchsorted(values[order], queries), 0, len(values) - 1)
+    return np.where(values[order][pos] == queries, order[pos], -1)
+
+
 def _last_request_before(entries: Entries, addr: np.ndarray, before: np.ndarray) -> np.ndarray:
     """Per (addr, before): the last free_requested entry of that address before `before`, or -1."""
     req = np.flatnonzero(entries.action == FREE_REQUESTED)
@@ -236,13 +245,9 @@ def build_allocations(entries: Entries, segments: list[dict[str, Any]], warnings
     f_req = _ints([b["requested_size"] for b in final])
     f_pending = np.array([b["state"] in PENDING_STATES for b in final], dtype=bool)
     live = np.flatnonzero(a_end == n)
-    order = np.argsort(f_addr, kind="stable")
-    pos = np.searchsorted(f_addr[order], entries.addr[a_start[live]])
-    pos_c = np.clip(pos, 0, max(len(final) - 1, 0))
-    hit = (pos < len(final)) & (f_addr[order][pos_c] == entries.addr[a_start[live]]) if len(final) else np.zeros(len(live), bool)
+    live_block = _find(f_addr, entries.addr[a_start[live]])
+    hit = live_block >= 0
     matched_final = np.zeros(len(final), dtype=bool)
-    live_block = np.full(len(live), -1, dtype=np.int64)
-    live_block[hit] = order[pos_c[hit]]
     matched_final[live_block[hit]] = True
     if np.count_nonzero(~hit):
         warnings.append(f"{int(np.count_nonzero(~hit))} allocations live at the end of the history "
