@@ -14,8 +14,8 @@ free, and per-operator memory statistics, from the `[memory]` records that
   to the operator around them; a record directly inside a step, the DataLoader or an
   optimizer step belongs to no operator. A call that only wraps one call of itself counts
   as one call.
-- Events: each allocation is paired with the next free of the same address on the same
-  device, over the whole trace. Its operator is the allocating one; when that is a factory
+- Events: each free is paired with the allocation just before it at the same address on the
+  same device, over the whole trace (zero-byte records are left out). Its operator is the allocating one; when that is a factory
   such as `aten::empty`, the row is named after the operator that called it,
   "caller (aten::empty)". Allocations never freed in the trace have no release time; frees
   whose allocation the trace did not see have no allocation time and no operator.
@@ -226,7 +226,7 @@ def curve(tables: TraceTables, device: str, start_us: float | None = None, end_u
     keep = _thin(ts, allocated, reserved, lo, hi, int(np.clip(width_px, 1, MAX_CURVE_PX)))
     out.update({
         "points": int(len(keep)),
-        "t_us": np.round(ts[keep], 3).tolist(),
+        "t_us": _times(ts[keep]),
         "allocated_bytes": _byte_list(allocated[keep]),
         "reserved_bytes": _byte_list(reserved[keep]),
         "peak_allocated": _peak(ts, allocated),
@@ -279,18 +279,20 @@ def _owners(tree: OpTree) -> tuple[np.ndarray, np.ndarray]:
 
 def _codes_in(column: pd.Series, categories: pd.Index) -> np.ndarray:
     """Per row of a categorical column: the position of its value in `categories`, -1 if absent."""
-    lookup = pd.Index(categories).get_indexer(column.cat.categories.astype(str))
+    lookup = np.r_[pd.Index(categories).get_indexer(column.cat.categories.astype(str)), -1]
     codes = column.cat.codes.to_numpy()
-    return np.where(codes >= 0, lookup[np.maximum(codes, 0)], -1).astype(np.int64) if len(lookup) else \
-        np.full(len(codes), -1, dtype=np.int64)
+    return lookup[np.where(codes >= 0, codes, len(lookup) - 1)]
 
 
 def _record_threads(memory: pd.DataFrame, events: pd.DataFrame) -> np.ndarray:
-    """Per record the thread key `thread_key(events)` gives its thread, -1 for a thread without events."""
-    tids = events["tid"].cat.categories
-    pid = _codes_in(memory["pid"], events["pid"].cat.categories)
-    tid = _codes_in(memory["tid"], tids)
-    return np.where((pid >= 0) & (tid >= 0), pid * (len(tids) + 1) + tid, -1)
+    """Per record the key `thread_key(events)` gives its thread, -1 for a thread without events."""
+    pids, tids = events["pid"].cat.categories, events["tid"].cat.categories
+    pid, tid = _codes_in(memory["pid"], pids), _codes_in(memory["tid"], tids)
+    known = (pid >= 0) & (tid >= 0)
+    # Records re-coded with the events' categories get the same keys as the events' threads.
+    as_events = pd.DataFrame({"pid": pd.Categorical.from_codes(np.where(known, pid, -1), categories=pids),
+                              "tid": pd.Categorical.from_codes(np.where(known, tid, -1), categories=tids)})
+    return np.where(known, thread_key(as_events), -1)
 
 
 def _last_started(node_thread: np.ndarray, node_start: np.ndarray, threads: np.ndarray,
@@ -406,8 +408,9 @@ def memory_events(tables: TraceTables, tree: OpTree, device: str, start_us: floa
     if not (addr >= 0).any():
         out["reason"] = NO_ADDRESSES
         return out
-    mine = mine[addr >= 0]
-    addr = addr[addr >= 0]
+    # Zero-byte records allocate nothing: left out, they would split a pair.
+    usable = (addr >= 0) & (memory["bytes"].to_numpy()[mine] != 0)
+    mine, addr = mine[usable], addr[usable]
     ts = memory["ts"].to_numpy()[mine]
     nbytes = memory["bytes"].to_numpy()[mine]
     alloc, free = _pairs(addr, nbytes)
@@ -425,26 +428,32 @@ def memory_events(tables: TraceTables, tree: OpTree, device: str, start_us: floa
     labels, named_after_caller = _op_labels(tables.events, tree, op, caller)
     size = np.abs(memory["bytes"].to_numpy()[record])
     op_id, caller_id = tree.event_rows(op), tree.event_rows(caller)
-    frame = pd.DataFrame({
+    columns = {
         "operator": labels,
-        "size_bytes": size,
-        "alloc_us": alloc_ts,
-        "free_us": free_ts,
-        "lifetime_us": free_ts - alloc_ts,
-        "addr": memory["addr"].to_numpy()[record],
-        "op_id": np.where(op_id >= 0, op_id, np.nan),
-        "caller_id": np.where(named_after_caller & (caller_id >= 0), caller_id, np.nan),
-    })
-    out["rows"] = [_event_row(r) for r in frame.to_dict("records")]
+        "size_bytes": size.tolist(),
+        "alloc_us": _times(alloc_ts),
+        "free_us": _times(free_ts),
+        "lifetime_us": _times(free_ts - alloc_ts),
+        "addr": memory["addr"].to_numpy()[record].tolist(),
+        "op_id": _optional(np.where(op_id >= 0, op_id, -1), absent=-1),
+        "caller_id": _optional(np.where(named_after_caller, caller_id, -1), absent=-1),
+    }
+    # Column lists zipped into rows: a per-row clean would take seconds on a million records.
+    out["rows"] = [dict(zip(columns, values)) for values in zip(*columns.values())]
     return out
 
 
-def _event_row(row: dict[str, Any]) -> dict[str, Any]:
-    row = clean_row(row)
-    for key in ("op_id", "caller_id"):
-        if row[key] is not None:
-            row[key] = int(row[key])
-    return row
+def _times(values: np.ndarray) -> list[float | None]:
+    """Microseconds rounded as `clean` rounds them (Python's round; numpy's differs in the last
+    digit), None for NaN."""
+    return [None if v != v else round(v, 3) for v in values.tolist()]
+
+
+def _optional(values: np.ndarray, absent: int) -> list[int | None]:
+    """Plain ints, None where the value is `absent`."""
+    out = values.astype(object)
+    out[values == absent] = None
+    return out.tolist()
 
 
 # -- statistics -------------------------------------------------------------------------------

@@ -326,3 +326,32 @@ def test_attribution_can_be_computed_once_and_passed_in():
     placed = attribution(tables, tree)
     assert memory_stats(tables, tree, "GPU0", placed=placed) == memory_stats(tables, tree, "GPU0")
     assert memory_events(tables, tree, "GPU0", placed=placed) == memory_events(tables, tree, "GPU0")
+
+
+def test_a_trace_without_operators_still_answers():
+    t = Trace()
+    t.memory_record(10, 64, addr=1, total_allocated=64, total_reserved=64)
+    t.memory_record(20, -64, addr=1, total_allocated=0, total_reserved=64)
+    tables, tree = load(t)
+    assert [brief(r) for r in memory_events(tables, tree, "GPU0")["rows"]] == [(None, 64, 10, 20, 10)]
+    stats = memory_stats(tables, tree, "GPU0")
+    assert stats["rows"] == [] and "2 of 2" in stats["warnings"][0]
+
+
+def test_zero_byte_records_do_not_split_a_pair():
+    t = Trace()
+    t.memory_record(10, 64, addr=1)
+    t.memory_record(15, 0, addr=1)
+    t.memory_record(20, -64, addr=1)
+    tables, tree = load(t)
+    assert [brief(r) for r in memory_events(tables, tree, "GPU0")["rows"]] == [(None, 64, 10, 20, 10)]
+
+
+def test_an_address_allocated_twice_before_a_free_pairs_the_free_with_the_later_one():
+    t = Trace()
+    t.memory_record(10, 64, addr=1)
+    t.memory_record(15, 32, addr=1)
+    t.memory_record(20, -32, addr=1)
+    tables, tree = load(t)
+    assert [brief(r) for r in memory_events(tables, tree, "GPU0")["rows"]] == [
+        (None, 64, 10, None, None), (None, 32, 15, 20, 5)]
