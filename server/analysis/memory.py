@@ -15,9 +15,9 @@ free, and per-operator memory statistics, from the `[memory]` records that
   optimizer step belongs to no operator. A call that only wraps one call of itself counts
   as one call.
 - Events: each free is paired with the allocation just before it at the same address on the
-  same device, over the whole trace (zero-byte records are left out). Its operator is the allocating one; when that is a factory
-  such as `aten::empty`, the row is named after the operator that called it,
-  "caller (aten::empty)". Allocations never freed in the trace have no release time; frees
+  same device, over the whole trace (zero-byte records are left out). A row's operator is the
+  allocating one; when that is a factory such as `aten::empty`, the row is named after the
+  operator that called it, "caller (aten::empty)". Allocations never freed in the trace have no release time; frees
   whose allocation the trace did not see have no allocation time and no operator.
 - Time range: an event row is in the range when its allocation or its release lies in it
   (ends included); its other time is shown even when outside. A statistics row counts only
