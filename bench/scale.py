@@ -5,7 +5,8 @@
 Each run is a fresh subprocess (nothing warm but the OS page cache) that times
 `profboard.server.trace.load.load_trace(path, size, mtime, cache_dir=None)` and then
 `profboard.server.analysis.overview.overview(tables)`, and reports its peak RSS
-(`resource.getrusage(RUSAGE_SELF).ru_maxrss`). Reported: the median and every run's value
+(`resource.getrusage(RUSAGE_SELF).ru_maxrss`) and its helpers' (the processes that decode
+pieces of a big trace alongside, `--helpers`, as many as the server's loaders get). Reported: the median and every run's value
 of load s, overview s, ready s (load + overview), its CPU time (steadier than wall time on
 a shared machine) and peak RSS, against DESIGN.md's 1 GB
 targets (<= 20 s cold, RSS <= 4 GB, taken as 4 * 10^9 bytes).
@@ -28,6 +29,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from profboard.server.trace.parallel import helper_count
+
 TARGET_S = 20.0
 TARGET_RSS_BYTES = 4_000_000_000
 # Ratios of the big trace may differ from the source's by this much (absolute).
@@ -37,21 +40,26 @@ _CHILD = r"""
 import json, os, resource, sys, time
 t0 = time.perf_counter()
 from profboard.server.trace.load import load_trace
+from profboard.server.trace.parallel import Helpers
 from profboard.server.analysis.overview import overview
 t_import = time.perf_counter()
+helpers = Helpers.start(int(sys.argv[2])) if int(sys.argv[2]) else None
 cpu_import = time.process_time()
 rss_import = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 path = sys.argv[1]
 st = os.stat(path)
-tables = load_trace(path, st.st_size, st.st_mtime, cache_dir=None)
+tables = load_trace(path, st.st_size, st.st_mtime, cache_dir=None, helpers=helpers)
 t_load = time.perf_counter()
 rss_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 ov = overview(tables)
 t_done = time.perf_counter()
+if helpers:
+    helpers.pool.shutdown(wait=True)
 print(json.dumps({
     "import_s": t_import - t0, "load_s": t_load - t_import, "overview_s": t_done - t_load,
     "ready_s": t_done - t_import, "ready_cpu_s": time.process_time() - cpu_import,
     "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    "peak_rss_helper_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
     "peak_rss_after_import_bytes": rss_import, "peak_rss_after_load_bytes": rss_load,
     "event_rows": len(tables.events), "memory_rows": len(tables.memory), "flow_rows": len(tables.flows),
     "steps": [s["step"] for s in ov["steps"]], "average": ov["average"], "gpus": ov["gpus"],
@@ -60,9 +68,9 @@ print(json.dumps({
 """
 
 
-def _child(trace: Path, timeout: float) -> dict:
+def _child(trace: Path, timeout: float, helpers: int) -> dict:
     try:
-        proc = subprocess.run([sys.executable, "-c", _CHILD, str(trace)], capture_output=True, text=True,
+        proc = subprocess.run([sys.executable, "-c", _CHILD, str(trace), str(helpers)], capture_output=True, text=True,
                               timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
@@ -152,6 +160,8 @@ def main() -> None:
     parser.add_argument("--copies", type=int, help="copies of the source in TRACE (default: from TRACE.bench.json)")
     parser.add_argument("--no-source", action="store_true", help="skip the source run and the sanity comparison")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per child run")
+    parser.add_argument("--helpers", type=int, default=helper_count(),
+                        help="helper processes decoding pieces, as the server's loaders get (default: %(default)s)")
     args = parser.parse_args()
     trace = Path(args.trace).resolve()
     manifest_path = Path(str(trace) + ".bench.json")
@@ -164,19 +174,20 @@ def main() -> None:
                     "targets": {"ready_s": TARGET_S, "peak_rss_bytes": TARGET_RSS_BYTES}}
     runs = []
     for i in range(args.repeat):
-        run = _child(trace, args.timeout)
+        run = _child(trace, args.timeout, args.helpers)
         runs.append(run)
         if "error" in run:
             print(f"run {i + 1}: FAILED {run['error']}", file=sys.stderr, flush=True)
         else:
             print(f"run {i + 1}: load {run['load_s']:.2f} s, overview {run['overview_s']:.2f} s "
-                  f"(CPU {run['ready_cpu_s']:.2f} s), peak RSS {run['peak_rss_bytes'] / 1e9:.2f} GB",
+                  f"(CPU {run['ready_cpu_s']:.2f} s), peak RSS {run['peak_rss_bytes'] / 1e9:.2f} GB "
+                  f"(+ helpers {run['peak_rss_helper_bytes'] / 1e9:.2f} GB)",
                   file=sys.stderr, flush=True)
     result["big"] = _summary(runs)
     ok = [r for r in runs if "error" not in r]
     src_run = None
     if source and not args.no_source:
-        src_run = _child(Path(source), args.timeout)
+        src_run = _child(Path(source), args.timeout, args.helpers)
         result["source"] = {"trace": source, "run": src_run}
     lines: list[str] = [f"code {result['code']}"]
     if ok:

@@ -4,7 +4,9 @@ Loading runs in a pool of worker processes: the server's own process never stall
 big decode, several files load at once, and parsing garbage never lands in the server.
 Workers report progress through a queue and send the finished tables back (pickling a
 110 MB trace's tables takes tens of milliseconds). A worker that dies (out of memory, say)
-breaks the pool: a fresh one is made and each file it held is tried once more.
+breaks the pool: a fresh one is made and each file it held is tried once more. A worker
+loading a big file spawns helper processes (one fewer than the cores, kept for later files)
+that decode pieces of it alongside.
 A watcher thread re-discovers the logdir every few seconds: new runs and new or rewritten
 trace files are picked up without a restart. One file's failure is recorded against that
 file alone.
@@ -28,6 +30,7 @@ from .logdir import Run, TraceFile, discover
 from .settings import Settings
 from .trace.decode import TraceFormatError
 from .trace.load import load_trace
+from .trace.parallel import Helpers, helper_count
 from .trace.tables import TraceTables
 
 log = logging.getLogger("profboard")
@@ -190,13 +193,29 @@ class TraceStore:
 
 
 _worker_progress: Any = None  # this worker process's end of the progress queue
+_worker_helpers: Helpers | None = None
+# Files from this size up get helpers: a gzip file this big inflates past parallel.PARALLEL_MIN_BYTES.
+HELPERS_MIN_FILE_BYTES = 16 << 20
 
 
 def _init_worker(progress: Any) -> None:
     global _worker_progress
     _worker_progress = progress
+    _watch_parent()
+
+
+def _watch_parent() -> None:
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), name="profboard-orphan-watch",
                      daemon=True).start()
+
+
+def _helpers_for(size: int) -> Helpers | None:
+    """This worker's helpers, started on its first big file; none on a single core."""
+    global _worker_helpers
+    count = helper_count()
+    if (_worker_helpers is None or _worker_helpers.broken) and size >= HELPERS_MIN_FILE_BYTES and count > 0:
+        _worker_helpers = Helpers.start(count, initializer=_watch_parent)
+    return _worker_helpers
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -211,5 +230,5 @@ def _exit_with_parent(parent: int) -> None:
 def _load_in_worker(task: int, path: str, size: int, mtime: float, cache_dir: str | None,
                     max_bytes: int) -> TraceTables:
     """Runs in a worker process: load one trace, reporting progress as (task, fraction)."""
-    return load_trace(path, size, mtime, cache_dir=cache_dir, max_bytes=max_bytes,
+    return load_trace(path, size, mtime, cache_dir=cache_dir, max_bytes=max_bytes, helpers=_helpers_for(size),
                       on_progress=lambda value: _worker_progress.put((task, value)))

@@ -42,6 +42,7 @@ class DecodedTrace:
     array: bytes | msgspec.Raw  # the JSON text of the event array
     warnings: list[str] = field(default_factory=list)
     _raw_events: list[msgspec.Raw] | None = None
+    skipped: int = 0  # events that could not be read at all
 
     def release(self) -> None:
         """Drop the JSON text (and with it the input buffer) once the events are read."""
@@ -72,19 +73,16 @@ class DecodedTrace:
                     on_progress(1.0)
                 return
         n = len(self.raw_events)
-        skipped = 0
         for start in range(0, n, CHUNK_EVENTS):
             raws = self.raw_events[start:start + CHUNK_EVENTS]
             try:
                 events = _LIST_DECODER.decode(b"[" + b",".join(raws) + b"]")
             except (msgspec.ValidationError, msgspec.DecodeError):
                 events, raws, bad = _decode_leniently(raws)
-                skipped += bad
+                self.skipped += bad
             yield events, raws
             if on_progress is not None:
                 on_progress(min(1.0, (start + len(raws)) / max(n, 1)))
-        if skipped:
-            self.warnings.append(f"{skipped} events could not be read and were skipped")
 
 
 class _LazyRaws(Sequence):

@@ -143,7 +143,21 @@ class _Columns:
         self.processes: dict[str, dict[str, Any]] = {}
         self.threads: dict[str, dict[str, Any]] = {}
         self.bad_x = 0
+        self.skipped = 0
         self.unpaired_begin_end = 0
+
+    def absorb(self, other: _Columns) -> None:
+        """Append the columns of the events that come after ours (another piece of the array)."""
+        for mine, theirs in ((self.x, other.x), (self.mem, other.mem), (self.flow, other.flow),
+                             (self.counter, other.counter)):
+            for key, parts in theirs.items():
+                mine[key].extend(parts)
+        for table, more in ((self.processes, other.processes), (self.threads, other.threads)):
+            for key, fields in more.items():
+                table.setdefault(key, {}).update(fields)
+        self.bad_x += other.bad_x
+        self.skipped += other.skipped
+        self.unpaired_begin_end += other.unpaired_begin_end
 
     def add_chunk(self, events: list[Event], raws: list[Any]) -> None:
         by_cat: dict[str, list[Event]] = {}
@@ -305,15 +319,24 @@ def _gc_paused():
             gc.enable()
 
 
-def build_tables(decoded: DecodedTrace, on_progress: Callable[[float], None] | None = None) -> TraceTables:
-    """Decode every event chunk and assemble the columnar tables of one trace."""
+def read_columns(decoded: DecodedTrace, on_progress: Callable[[float], None] | None = None) -> _Columns:
+    """Decode every event chunk of `decoded` into columns (not yet assembled into tables)."""
     cols = _Columns()
     with _gc_paused():
         for events, raws in decoded.chunks(on_progress):
             cols.add_chunk(events, raws)
+    cols.skipped += decoded.skipped
+    return cols
+
+
+def assemble(cols: _Columns, decoded: DecodedTrace) -> TraceTables:
+    """The tables of one trace from its columns, with the document's metadata and warnings."""
+    with _gc_paused():
         decoded.release()
         events = cols.events_frame()
     warnings = list(decoded.warnings)
+    if cols.skipped:
+        warnings.append(f"{cols.skipped} events could not be read and were skipped")
     if cols.bad_x:
         warnings.append(f"{cols.bad_x} complete events had a missing, NaN or negative ts/dur and were skipped")
     if cols.unpaired_begin_end:
@@ -331,3 +354,8 @@ def build_tables(decoded: DecodedTrace, on_progress: Callable[[float], None] | N
         metadata=metadata,
         warnings=warnings,
     )
+
+
+def build_tables(decoded: DecodedTrace, on_progress: Callable[[float], None] | None = None) -> TraceTables:
+    """Decode every event chunk and assemble the columnar tables of one trace."""
+    return assemble(read_columns(decoded, on_progress), decoded)
