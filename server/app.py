@@ -20,6 +20,7 @@ from .api import VIEWS, runs
 from .api.deps import Memo
 from .api.errors import BadParameter, NotFound, PublicError
 from .settings import Settings
+from .snapshot.cache import SnapshotCache
 from .store import TraceStore
 
 log = logging.getLogger("profboard")
@@ -48,6 +49,7 @@ def create_app(settings: Settings) -> FastAPI:
                   description="Dashboard API for PyTorch profiler traces. Times in us, sizes in bytes, shares as 0..1.")
     app.state.store = store
     app.state.memo = Memo()
+    app.state.snapshots = SnapshotCache(settings.max_snapshot_bytes)
     app.state.settings = settings
 
     @app.exception_handler(PublicError)

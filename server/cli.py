@@ -41,11 +41,15 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write the parse cache")
     parser.add_argument("--max-trace-size", type=_size, default=DEFAULT_MAX_BYTES, metavar="SIZE",
                         help="refuse traces that inflate beyond this many bytes, e.g. 4G (default: 4G)")
+    parser.add_argument("--max-snapshot-size", type=_size, default=Settings.max_snapshot_bytes, metavar="SIZE",
+                        help="refuse memory snapshots larger than this, e.g. 2G (default: 1G; a loaded snapshot "
+                             "takes several times its size in memory)")
 
 
 def _settings(args: argparse.Namespace, logdir: str) -> Settings:
     cache = None if args.no_cache else (args.cache_dir or _default_cache_dir())
-    return Settings(logdir=logdir, cache_dir=cache, max_trace_bytes=args.max_trace_size)
+    return Settings(logdir=logdir, cache_dir=cache, max_trace_bytes=args.max_trace_size,
+                    max_snapshot_bytes=args.max_snapshot_size)
 
 
 def _serve_parser() -> argparse.ArgumentParser:

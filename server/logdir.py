@@ -7,6 +7,8 @@
   timestamp (`<worker>.pt.trace.json`) too.
 - A worker's files, ordered by timestamp as a number, are its spans "1", "2", ...
   (the reference plugin sorted them as strings, so span 10 came before span 9).
+- CUDA allocator snapshots (`*.pickle`, `*.pickle.gz`, `*snapshot*.pkl`) in a folder belong to
+  that folder's run; a folder holding only snapshots is a run too.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 _TRACE_FILE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<stamp>\d+))?\.pt\.trace\.json(?:\.gz)?$")
+_SNAPSHOT_FILE = re.compile(r"^(?:.+\.pickle(?:\.gz)?|.*snapshot.*\.pkl(?:\.gz)?)$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -32,9 +35,21 @@ class TraceFile:
 
 
 @dataclass(frozen=True)
+class SnapshotFile:
+    path: str
+    size: int
+    mtime: float
+    name: str  # the file name, which picks it in the API
+
+
+@dataclass(frozen=True)
 class Run:
     name: str
     workers: dict[str, tuple[TraceFile, ...]]  # worker -> files in span order
+    snapshots: tuple[SnapshotFile, ...] = ()  # by name
+
+    def snapshot(self, name: str) -> SnapshotFile | None:
+        return next((f for f in self.snapshots if f.name == name), None)
 
     def spans(self, worker: str) -> list[str]:
         return [str(i + 1) for i in range(len(self.workers.get(worker, ())))]
@@ -104,18 +119,23 @@ def discover(logdir: str) -> dict[str, Run]:
     files = _local_files(root) if local else _remote_files(fs, root)
     root_name = posixpath.basename(root)
     by_run: dict[str, dict[str, list[TraceFile]]] = {}
+    snapshots: dict[str, list[SnapshotFile]] = {}
     for path, size, mtime in files:
-        parsed = parse_trace_name(posixpath.basename(path))
-        if parsed is None:
+        base = posixpath.basename(path)
+        parsed = parse_trace_name(base)
+        if parsed is None and not _SNAPSHOT_FILE.match(base):
             continue
-        worker, stamp = parsed
         folder = posixpath.dirname(path)
         folder_rel = posixpath.relpath(fs._strip_protocol(folder) if not local else folder, root)
         run = root_name if folder_rel == "." else folder_rel
+        if parsed is None:
+            snapshots.setdefault(run, []).append(SnapshotFile(path, size, mtime, base))
+            continue
+        worker, stamp = parsed
         by_run.setdefault(run, {}).setdefault(worker, []).append(TraceFile(path, size, mtime, worker, stamp))
     runs = {}
-    for name in sorted(by_run):
+    for name in sorted(set(by_run) | set(snapshots)):
         workers = {w: tuple(sorted(files, key=lambda f: (f.stamp is None, f.stamp or 0, f.path)))
-                   for w, files in sorted(by_run[name].items())}
-        runs[name] = Run(name, workers)
+                   for w, files in sorted(by_run.get(name, {}).items())}
+        runs[name] = Run(name, workers, tuple(sorted(snapshots.get(name, []), key=lambda f: f.name)))
     return runs

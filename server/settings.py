@@ -12,5 +12,7 @@ class Settings:
     logdir: str
     cache_dir: str | None = None  # None: no on-disk cache
     max_trace_bytes: int = DEFAULT_MAX_BYTES
+    # A loaded snapshot takes several times its pickle's size in memory.
+    max_snapshot_bytes: int = 1 << 30
     load_workers: int = 2  # processes that parse traces in parallel
     rescan_seconds: float = 5.0

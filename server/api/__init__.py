@@ -13,15 +13,19 @@ from typing import Callable
 from fastapi import APIRouter
 
 from ..analysis import kernels as kernels_analysis
+from ..analysis import memory as memory_analysis
 from ..analysis import operators as operators_analysis
 from ..analysis import optree as optree_analysis
 from ..analysis import overview as overview_analysis
 from ..analysis import steps as steps_analysis
 from ..analysis import tensor_cores as tensor_cores_analysis
 from ..analysis import timeline as timeline_analysis
+from .. import snapshot as snapshot_package
+from ..logdir import Run
+from ..snapshot import unpickle as snapshot_unpickle
 from ..trace.schema import Kind
 from ..trace.tables import TraceTables
-from . import kernels, operators, overview, trace
+from . import kernels, memory, operators, overview, snapshot, trace
 
 log = logging.getLogger("profboard")
 
@@ -33,6 +37,8 @@ class View:
     router: APIRouter
     is_active: Callable[[TraceTables], bool]
     about: str
+    # Set for views of a run's other files (memory snapshots): active by the run, not a trace.
+    of_run: Callable[[Run], bool] | None = None
 
 
 def _about(*modules) -> str:
@@ -49,17 +55,23 @@ VIEWS: tuple[View, ...] = (
     View("kernel", "Kernel", kernels.router, _has(Kind.KERNEL),
          _about(kernels_analysis, optree_analysis, tensor_cores_analysis)),
     View("trace", "Trace", trace.router, lambda tables: len(tables.events) > 0, _about(timeline_analysis)),
+    View("memory", "Memory", memory.router, lambda tables: len(tables.memory) > 0, _about(memory_analysis)),
+    View("snapshot", "Memory Snapshot", snapshot.router, lambda tables: False,
+         _about(snapshot_package, snapshot_unpickle), of_run=lambda run: bool(run.snapshots)),
 )
 
 
-def active_views(tables: TraceTables | None) -> list[str]:
-    """Names of the views that apply to a loaded trace (all of them while it is unknown)."""
-    if tables is None:
-        return []
+def active_views(tables: TraceTables | None, run: Run | None = None) -> list[str]:
+    """Names of the views that apply to a run and its loaded trace (none of the trace's while
+    it is unknown)."""
     names = []
     for view in VIEWS:
         try:
-            if view.is_active(tables):
+            if view.of_run is not None:
+                active = run is not None and view.of_run(run)
+            else:
+                active = tables is not None and view.is_active(tables)
+            if active:
                 names.append(view.name)
         except Exception:
             log.exception("view %s failed its activity check; hiding it", view.name)

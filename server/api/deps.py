@@ -45,6 +45,8 @@ def select(request: Request,
     if state is None:
         raise NotFound(f"unknown run {run!r}")
     workers = list(state.run.workers)
+    if not workers:
+        raise NotFound(f"run {run!r} has no trace files (only memory snapshots: see the Memory Snapshot view)")
     worker = worker if worker is not None else workers[0]
     if worker not in state.run.workers:
         raise NotFound(f"run {run!r} has no worker {worker!r} (it has: {', '.join(workers)})")

@@ -30,3 +30,10 @@ class StillLoading(PublicError):
 class TraceUnreadable(PublicError):
     status = 422
     code = "trace_error"
+
+
+class SnapshotRefused(PublicError):
+    """A memory snapshot that is unsafe (it asks to run code), not a snapshot, or too large."""
+
+    status = 422
+    code = "snapshot_error"

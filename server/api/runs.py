@@ -30,6 +30,7 @@ class RunInfo(BaseModel):
     spans: dict[str, list[str]]
     views: list[str]
     files: list[FileInfo]
+    snapshots: list[str]
 
 
 class Runs(BaseModel):
@@ -65,12 +66,13 @@ def _run_info(state: RunState) -> RunInfo:
     return RunInfo(
         name=state.run.name,
         status=status,
-        progress=sum(f.progress for f in files) / max(len(files), 1),
+        progress=sum(f.progress for f in files) / len(files) if files else 1.0,
         error="; ".join(errors) if errors else None,
         workers=list(state.run.workers),
         spans={w: state.run.spans(w) for w in state.run.workers},
-        views=active_views(first_ready),
+        views=active_views(first_ready, state.run),
         files=files,
+        snapshots=[f.name for f in state.run.snapshots],
     )
 
 

@@ -163,7 +163,8 @@ def _flows(sel: Selection, memo: Memo) -> flows.Flows:
     return memo.get(sel.tables, ("flows",), lambda: flows.build_flows(sel.tables, layout.lane_of >= 0))
 
 
-def _steps(sel: Selection, memo: Memo) -> Steps:
+def steps_of(sel: Selection, memo: Memo) -> Steps:
+    """The selected trace's steps (shared with the memory view)."""
     return memo.get(sel.tables, ("steps",), lambda: detect_steps(sel.tables.events))
 
 
@@ -185,7 +186,7 @@ _WIDTH = Query(1000, ge=1, le=20000, description="Width of the drawing in pixels
 def get_lanes(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)) -> dict[str, Any]:
     """The timeline's lanes (process, thread or stream, rows, event count), extent and steps."""
     layout = _layout(sel, memo)
-    steps = _steps(sel, memo)
+    steps = steps_of(sel, memo)
     return {
         "start_us": layout.extent[0], "end_us": layout.extent[1], "lanes": layout.lanes,
         "steps": [clean_row({"step": n, "start_us": s, "end_us": e}) for n, s, e in zip(steps.names, steps.starts, steps.ends)],
@@ -222,7 +223,7 @@ def get_event(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
     if not (0 <= id < len(events)) or layout.lane_of[id] < 0:
         raise NotFound(f"this trace has no timeline event {id}")
     tree = op_tree(sel, memo)
-    steps = _steps(sel, memo)
+    steps = steps_of(sel, memo)
     ts = float(events["ts"].iat[id])
     inside = np.flatnonzero((steps.starts <= ts) & (ts < steps.ends))
     frames: list[dict[str, Any]] = []

@@ -1,0 +1,173 @@
+"""GET /api/memory/snapshot*: a run's CUDA allocator snapshots (`*.pickle` next to its traces):
+totals, the active memory timeline, the allocator's segments at a point of the history, and the
+top allocation sites."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel
+
+from ..logdir import SnapshotFile
+from ..snapshot import SnapshotError, active_timeline, allocator_state, summary, top_sites
+from ..snapshot.cache import Loaded
+from .deps import get_store
+from .errors import BadParameter, NotFound, SnapshotRefused
+
+
+class SnapshotInfo(BaseModel):
+    name: str
+    size_bytes: int
+
+
+class Summary(BaseModel):
+    run: str
+    file: str
+    files: list[SnapshotInfo]
+    devices: list[int]
+    segments: int
+    reserved_bytes: int
+    allocated_bytes: int
+    active_bytes: int
+    inactive_bytes: int
+    pending_free_bytes: int
+    requested_bytes: int
+    largest_inactive_block_bytes: int
+    fragmentation_ratio: float | None
+    trace_entries: int
+    history: bool
+    ooms: dict[str, Any]
+    per_device: list[dict[str, Any]]
+    allocator_settings: dict[str, Any]
+    warnings: list[str]
+
+
+class Timeline(BaseModel):
+    device: int
+    entries: int
+    x_axis: str
+    x: list[int]
+    time_us: list[float | None]
+    total_bytes: list[int]
+    other_bytes: list[int]
+    bands: list[dict[str, Any]]
+    sites: list[dict[str, Any]]
+    peak: dict[str, Any] | None
+    allocations: int
+    other_allocations: int
+    warnings: list[str]
+
+
+class State(BaseModel):
+    device: int
+    index: int
+    entries: int
+    entry: dict[str, Any] | None
+    time_us: float | None
+    totals: dict[str, Any]
+    segments: list[dict[str, Any]]
+    sites: list[dict[str, Any]]
+    ooms: list[dict[str, Any]]
+    approximate: bool
+    warnings: list[str]
+
+
+class Sites(BaseModel):
+    devices: list[int]
+    by: str
+    rows: list[dict[str, Any]]
+    allocations: int
+    total_bytes: int
+    warnings: list[str]
+
+
+@dataclass
+class Picked:
+    run: str
+    file: SnapshotFile
+    files: list[SnapshotFile]
+    loaded: Loaded
+
+    def device(self, device: int | None) -> int:
+        """The asked device, checked, or the first with segments or history."""
+        have = self.devices()
+        if device is None:
+            return have[0] if have else 0
+        if device not in have:
+            raise NotFound(f"snapshot {self.file.name!r} has nothing for device {device} "
+                           f"(it has: {', '.join(map(str, have)) or 'no devices'})")
+        return device
+
+    def devices(self) -> list[int]:
+        return summary(self.loaded.snap)["devices"]
+
+
+def select_snapshot(request: Request,
+                    run: str = Query(..., description="Run name, as listed by /api/runs"),
+                    file: str | None = Query(None, description="Snapshot file name, as listed by /api/runs "
+                                             "(default: the run's first)")) -> Picked:
+    """Dependency: the run's snapshot, loaded through the restricted unpickler."""
+    state = get_store(request).run(run)
+    if state is None:
+        raise NotFound(f"unknown run {run!r}")
+    files = list(state.run.snapshots)
+    if not files:
+        raise NotFound(f"run {run!r} has no memory snapshots (*.pickle files next to its traces)")
+    chosen = files[0] if file is None else state.run.snapshot(file)
+    if chosen is None:
+        raise NotFound(f"run {run!r} has no snapshot {file!r} (it has: {', '.join(f.name for f in files)})")
+    try:
+        loaded = request.app.state.snapshots.get(chosen.path, chosen.size, chosen.mtime)
+    except SnapshotError as exc:
+        raise SnapshotRefused(f"{chosen.name}: {exc}") from None
+    return Picked(run, chosen, files, loaded)
+
+
+router = APIRouter(tags=["memory snapshot"])
+_DEVICE = Query(None, ge=0, description="CUDA device index (default: the first in the snapshot)")
+
+
+@router.get("/api/memory/snapshot", response_model=Summary)
+def get_snapshot(picked: Picked = Depends(select_snapshot)) -> dict[str, Any]:
+    """Totals over the snapshot and per device: reserved, allocated, inactive (fragmentation),
+    awaiting free, history length and OOM events; and the run's snapshot files."""
+    return {"run": picked.run, "file": picked.file.name,
+            "files": [{"name": f.name, "size_bytes": f.size} for f in picked.files], **summary(picked.loaded.snap)}
+
+
+@router.get("/api/memory/snapshot/timeline", response_model=Timeline)
+def get_timeline(picked: Picked = Depends(select_snapshot), device: int | None = _DEVICE,
+                 max_allocations: int = Query(150, ge=1, le=1000, description="Allocations drawn as their own band"),
+                 max_points: int = Query(1500, ge=10, le=10000, description="Points along the history")
+                 ) -> dict[str, Any]:
+    """Live allocations over the recorded history (x: trace entry index), the largest as bands,
+    the rest summed as `other_bytes`; each band's size, times and allocation site."""
+    dev = picked.device(device)
+    return active_timeline(picked.loaded.snap, dev, max_allocations, max_points, history=picked.loaded.history(dev))
+
+
+@router.get("/api/memory/snapshot/state", response_model=State)
+def get_state(picked: Picked = Depends(select_snapshot), device: int | None = _DEVICE,
+              at: int | None = Query(None, ge=-1, description="Trace entry index (-1: before the history; "
+                                     "default: the snapshot's own final state)")) -> dict[str, Any]:
+    """The allocator's segments and their blocks (allocated, inactive, awaiting free) after entry `at`."""
+    dev = picked.device(device)
+    history = picked.loaded.history(dev)
+    if at is not None and at >= len(history.entries):
+        raise BadParameter(f"at: the history of device {dev} has {len(history.entries)} entries (0..{len(history.entries) - 1})")
+    found = allocator_state(picked.loaded.snap, dev, at, history=history)
+    return {k: v for k, v in found.items() if k != "at"}
+
+
+@router.get("/api/memory/snapshot/sites", response_model=Sites)
+def get_sites(picked: Picked = Depends(select_snapshot), device: int | None = _DEVICE,
+              n: int = Query(20, ge=1, le=500, description="How many sites"),
+              by: Literal["total_bytes", "peak_bytes", "live_bytes", "calls"] = Query(
+                  "total_bytes", description="Order: bytes over all allocations, at the peak, still live, or calls")
+              ) -> dict[str, Any]:
+    """The top allocation sites (first frame in user code, else the operator) with their stacks."""
+    dev = None if device is None else picked.device(device)
+    histories = {d: picked.loaded.history(d) for d in (picked.devices() if dev is None else [dev])}
+    return top_sites(picked.loaded.snap, dev, n, by, histories=histories)
