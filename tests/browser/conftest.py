@@ -1,7 +1,8 @@
 """Browser-test fixtures: a real `profboard` server on a temporary logdir, and Debian's Chromium.
 
-The logdir links fixture runs from `<repo>/../shared/fixtures` (skipped when absent) and adds a
-run whose only trace is truncated JSON, so that error display is exercised next to working runs.
+The logdir links the files of fixture runs from `<repo>/../shared/fixtures` (skipped when
+absent), a CUDA allocator snapshot beside one of them and in a run of its own, and a run whose
+only trace is truncated JSON, so that error display is exercised next to working runs.
 Playwright drives `/usr/bin/chromium`; it never downloads a browser.
 """
 
@@ -29,6 +30,11 @@ LINKED_RUNS = {
     "resnet50_fp32": "h100/resnet50_fp32",
     "resnet50_num_workers_0": "kineto_samples/resnet50_num_workers_0",
 }
+# run name -> snapshot under FIXTURES linked into it (a run of its own when not in LINKED_RUNS)
+SNAPSHOTS = {
+    "resnet50_fp32": "snapshots/resnet18_snapshot.pickle",
+    "snapshot_only": "snapshots/resnet18_snapshot.pickle",
+}
 BROKEN_RUN = "broken_trace"
 READY_TIMEOUT_S = 120
 
@@ -40,12 +46,17 @@ def _get_json(url: str) -> dict:
 
 @pytest.fixture(scope="session")
 def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    missing = [rel for rel in LINKED_RUNS.values() if not (FIXTURES / rel).is_dir()]
+    missing = [rel for rel in (*LINKED_RUNS.values(), *SNAPSHOTS.values()) if not (FIXTURES / rel).exists()]
     if missing:
-        pytest.skip(f"fixture runs not found under {FIXTURES}: {', '.join(missing)}")
+        pytest.skip(f"fixtures not found under {FIXTURES}: {', '.join(missing)}")
     root = tmp_path_factory.mktemp("logdir")
     for name, rel in LINKED_RUNS.items():
-        (root / name).symlink_to(FIXTURES / rel, target_is_directory=True)
+        (root / name).mkdir()
+        for trace in (FIXTURES / rel).iterdir():
+            (root / name / trace.name).symlink_to(trace)
+    for name, rel in SNAPSHOTS.items():
+        (root / name).mkdir(exist_ok=True)
+        (root / name / Path(rel).name).symlink_to(FIXTURES / rel)
     broken = root / BROKEN_RUN
     broken.mkdir()
     # A job killed mid-write: the JSON stops inside the first event.
@@ -57,7 +68,7 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(logdir: Path, tmp_path_factory: pytest.TempPathFactory):
     """Base URL of a running `profboard` serving `logdir`, once every run is ready or failed."""
     log_path = tmp_path_factory.mktemp("server") / "profboard.log"
-    with serving(logdir, tmp_path_factory.mktemp("cache"), log_path, set(LINKED_RUNS) | {BROKEN_RUN},
+    with serving(logdir, tmp_path_factory.mktemp("cache"), log_path, set(LINKED_RUNS) | set(SNAPSHOTS) | {BROKEN_RUN},
                  READY_TIMEOUT_S) as base:
         yield base
 
