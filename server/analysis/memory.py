@@ -41,7 +41,7 @@ from ..trace.schema import Kind
 from ..trace.tables import TraceTables
 from .names import name_mask
 from .operators import is_operator_name
-from .optree import OpTree, thread_key
+from .optree import OpTree, subtree_sums, thread_key
 from .records import clean, clean_row
 
 # c10::DeviceType values that name a device; others show as "TYPE<n>:<id>".
@@ -468,20 +468,6 @@ def _int_sums(nodes: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def _subtree_totals(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Each node's value plus those of every node under it, in exact integers."""
-    total = values.copy()
-    nodes = np.flatnonzero(values)
-    weights = values[nodes]
-    up = parent[nodes]
-    while len(up):
-        live = up >= 0
-        up, weights = up[live], weights[live]
-        np.add.at(total, up, weights)
-        up = parent[up]
-    return total
-
-
 def _calls(events: pd.DataFrame, tree: OpTree, is_op: np.ndarray, start_us: float | None,
            end_us: float | None) -> np.ndarray:
     """Per tree node: whether it is an operator call that overlaps the range (ends included)."""
@@ -517,7 +503,7 @@ def memory_stats(tables: TraceTables, tree: OpTree, device: str, start_us: float
     }
     values = dict(self_values)
     for key, own in self_values.items():
-        values[key.replace("self_", "")] = _subtree_totals(tree.parent, own)
+        values[key.replace("self_", "")] = subtree_sums(tree.parent, own)
     ops = np.flatnonzero(placed.is_op & ~tree.merged)
     calls = _calls(events, tree, placed.is_op, start_us, end_us)
     frame = pd.DataFrame({"name": events["name"].array[tree.rows[ops]], "calls": calls[ops].astype(np.int64),

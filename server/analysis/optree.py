@@ -101,16 +101,18 @@ def thread_key(events: pd.DataFrame) -> np.ndarray:
     return pid * (len(events["tid"].cat.categories) + 1) + tid
 
 
-def _subtree_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Each node's value plus the values of every node under it."""
-    total = values.astype(np.float64, copy=True)
+def subtree_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Each node's value plus the values of every node under it, in the values' dtype (integer
+    sums stay exact below 2**53, e.g. 8 PiB)."""
+    exact = np.issubdtype(values.dtype, np.integer)
+    total = values.astype(np.int64 if exact else np.float64, copy=True)
     nodes = np.flatnonzero(values != 0)
-    weights = values[nodes].astype(np.float64)
+    weights = total[nodes]
     up = parent[nodes]
     while len(up):
         live = up >= 0
         up, weights = up[live], weights[live]
-        total += np.bincount(up, weights=weights, minlength=len(total))
+        total += np.rint(np.bincount(up, weights=weights, minlength=len(total))).astype(total.dtype)
         up = parent[up]
     return total
 
@@ -197,7 +199,7 @@ def build_op_tree(events: pd.DataFrame) -> OpTree:
                           minlength=n).astype(np.float64)
 
     base_eligible = (is_op & name_mask(events["name"].iloc[rows], is_tc_eligible_op)) | (tc_self > 0)
-    eligible = _subtree_sums(effective_parent, base_eligible.astype(np.float64)) > 0
+    eligible = subtree_sums(effective_parent, base_eligible.astype(np.float64)) > 0
 
     return OpTree(
         rows=rows,
@@ -205,9 +207,9 @@ def build_op_tree(events: pd.DataFrame) -> OpTree:
         merged=merged,
         host_self_us=host_self,
         device_self_us=device_self,
-        device_total_us=_subtree_sums(effective_parent, device_self),
+        device_total_us=subtree_sums(effective_parent, device_self),
         tc_self_us=tc_self,
-        tc_total_us=_subtree_sums(effective_parent, tc_self),
+        tc_total_us=subtree_sums(effective_parent, tc_self),
         tc_eligible=eligible & counted,
         launcher=launcher,
     )

@@ -43,15 +43,20 @@ def ours(path: Path):
     return tables, timeline.build_layout(tables)
 
 
+def window_at(layout, zoom: float) -> tuple[float, float]:
+    """A window `zoom` times the trace's length, centred 43 % of the way in."""
+    lo, hi = layout.extent
+    center = lo + 0.43 * (hi - lo)
+    return center - zoom * (hi - lo) / 2, center + zoom * (hi - lo) / 2
+
+
 @pytest.mark.parametrize("zoom", ZOOMS)
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.parent.name)
 def test_boxes_and_merged_blocks_account_for_every_raw_event(path, zoom):
     from profboard.server.analysis import timeline
 
     tables, layout = ours(path)
-    lo, hi = layout.extent
-    center = lo + 0.43 * (hi - lo)
-    start, end = center - zoom * (hi - lo) / 2, center + zoom * (hi - lo) / 2
+    start, end = window_at(layout, zoom)
     out = timeline.window(tables, layout, start, end, 1400)
     events = tables.events
     raw = raw_by_thread(path)
@@ -114,9 +119,7 @@ def test_window_flows_are_the_raw_pairs_with_an_end_inside(path, zoom):
     from profboard.server.analysis import flows
 
     tables, layout = ours(path)
-    lo, hi = layout.extent
-    center = lo + 0.43 * (hi - lo)
-    start, end = center - zoom * (hi - lo) / 2, center + zoom * (hi - lo) / 2
+    start, end = window_at(layout, zoom)
     index = flows.build_flows(tables, layout.lane_of >= 0)
     total, _ = flows.in_window(index, start, end)
     touches = lambda span: span[0] <= end and span[1] >= start  # noqa: E731
