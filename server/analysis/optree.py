@@ -112,7 +112,8 @@ def subtree_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
     while len(up):
         live = up >= 0
         up, weights = up[live], weights[live]
-        total += np.rint(np.bincount(up, weights=weights, minlength=len(total))).astype(total.dtype)
+        sums = np.bincount(up, weights=weights, minlength=len(total))
+        total += np.rint(sums).astype(np.int64) if exact else sums
         up = parent[up]
     return total
 
