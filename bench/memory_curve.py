@@ -22,7 +22,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from profboard.server.analysis.memory import curve
+from profboard.server.analysis.memory_curve import curve
 from profboard.server.trace.tables import TraceTables
 
 

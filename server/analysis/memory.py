@@ -1,14 +1,10 @@
-"""Memory view (profiler traces): allocated and reserved memory over time, every allocation and
-free, and per-operator memory statistics, from the `[memory]` records that
-`profile_memory=True` writes.
+"""Memory view (profiler traces): the devices, every allocation and free, and per-operator memory
+statistics, from the `[memory]` records that `profile_memory=True` writes (the curve of
+allocated and reserved memory over time: memory_curve.py).
 
 - Devices: "CPU" for host memory, "GPU0", "GPU1", ... for CUDA devices (others by their type).
-- Curve: each record carries the device's totals after it (`Total Allocated`, `Total
-  Reserved`), so the curve is a step plot of those values. Long curves are thinned per pixel:
-  each pixel keeps its first and last record and the records holding its lowest and highest
-  allocated and reserved values, so every peak survives exactly. Traces from before PyTorch
-  1.10 record no totals (and no addresses): they have no curve and no events table, only the
-  statistics.
+- Traces from before PyTorch 1.10 record no addresses (and no totals): they have no events
+  table (and no curve, see memory_curve.py), only the statistics.
 - Which operator a record belongs to: the innermost operator running on the record's thread
   at its time (start <= t < end). Annotations (`record_function` ranges) are looked through
   to the operator around them; a record directly inside a step, the DataLoader or an
@@ -42,16 +38,13 @@ from ..trace.tables import TraceTables
 from .names import name_mask
 from .operators import is_operator_name
 from .optree import OpTree, subtree_sums, thread_key
-from .records import clean, clean_row
+from .records import clean_row
 
 # c10::DeviceType values that name a device; others show as "TYPE<n>:<id>".
 _DEVICE_TYPES = {0: "CPU", 1: "GPU", 12: "XPU", 13: "MPS", 15: "HPU", 19: "MTIA"}
 # Factory operators that merely allocate: their rows are named after their caller.
 _FACTORY_PREFIX = "aten::empty"
-MAX_CURVE_PX = 10_000
 
-NO_TOTALS = ("these memory records carry no Total Allocated / Total Reserved values (PyTorch before 1.10 "
-             "did not record them), so there is no curve; the statistics table still works")
 NO_ADDRESSES = ("these memory records carry no addresses (PyTorch before 1.10 did not record them), so "
                 "allocations cannot be paired with their frees; the statistics table still works")
 
@@ -81,7 +74,7 @@ def _device_of_records(memory: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     return (name_codes[codes] if len(codes) else codes), [str(m) for m in merged]
 
 
-def _device_mask(memory: pd.DataFrame, device: str) -> np.ndarray:
+def device_mask(memory: pd.DataFrame, device: str) -> np.ndarray:
     codes, names = _device_of_records(memory)
     if device not in names:
         return np.zeros(len(memory), dtype=bool)
@@ -116,10 +109,10 @@ def default_device(found: list[dict[str, Any]]) -> str | None:
     return gpus[0] if gpus else (found[0]["device"] if found else None)
 
 
-# -- curve ------------------------------------------------------------------------------------
+# -- time ranges ------------------------------------------------------------------------------------
 
 
-def _in_range(ts: np.ndarray, start_us: float | None, end_us: float | None) -> np.ndarray:
+def in_range(ts: np.ndarray, start_us: float | None, end_us: float | None) -> np.ndarray:
     """start_us <= ts <= end_us, an absent bound open; NaN is never in range."""
     keep = np.isfinite(ts)
     if start_us is not None:
@@ -135,104 +128,6 @@ def _before(ts: np.ndarray, start_us: float | None) -> np.ndarray:
 
 def _after(ts: np.ndarray, end_us: float | None) -> np.ndarray:
     return ts > end_us if end_us is not None else np.zeros(len(ts), dtype=bool)
-
-
-def _extreme_positions(values: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
-    """Per bucket, the first position of its highest and of its lowest value (NaN ignored)."""
-    n = len(values)
-    positions = np.arange(n)
-    out = []
-    for reduce in (np.fmax, np.fmin):
-        best = np.repeat(reduce.reduceat(values, starts), counts)
-        out.append(np.minimum.reduceat(np.where(values == best, positions, n), starts))
-    return [p[p < n] for p in out]
-
-
-def _thin(ts: np.ndarray, allocated: np.ndarray, reserved: np.ndarray, lo: float, hi: float,
-          width_px: int) -> np.ndarray:
-    """Positions to keep: per pixel the first, last, lowest and highest records (see the note)."""
-    n = len(ts)
-    if n <= 4 * width_px or hi <= lo:
-        return np.arange(n)
-    bucket = np.clip(((ts - lo) * (width_px / (hi - lo))).astype(np.int64), 0, width_px - 1)
-    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
-    counts = np.diff(np.r_[starts, n])
-    keep = [starts, starts + counts - 1,
-            *_extreme_positions(allocated, starts, counts), *_extreme_positions(reserved, starts, counts)]
-    return np.unique(np.concatenate(keep))
-
-
-def _peak(ts: np.ndarray, values: np.ndarray) -> dict[str, Any] | None:
-    if not np.isfinite(values).any():
-        return None
-    at = int(np.nanargmax(values))  # the first record that reaches it
-    return {"bytes": int(values[at]), "t_us": clean("t_us", ts[at])}
-
-
-def _byte_list(values: np.ndarray) -> list[int | None]:
-    finite = np.isfinite(values)
-    if finite.all():
-        return values.astype(np.int64).tolist()
-    return [int(v) if ok else None for v, ok in zip(values.tolist(), finite.tolist())]
-
-
-def _capacity(tables: TraceTables, device: str) -> int | None:
-    """The GPU's memory size from the trace's deviceProperties, when it has them."""
-    if not device.startswith("GPU"):
-        return None
-    for prop in tables.metadata.get("deviceProperties") or []:
-        if isinstance(prop, dict) and f"GPU{prop.get('id')}" == device:
-            size = prop.get("totalGlobalMem")
-            return int(size) if isinstance(size, (int, float)) else None
-    return None
-
-
-def curve(tables: TraceTables, device: str, start_us: float | None = None, end_us: float | None = None,
-          width_px: int = 1000) -> dict[str, Any]:
-    """Allocated and reserved bytes of `device` after each record in [start_us, end_us] (whole trace
-    by default) as step-plot points `t_us`, `allocated_bytes`, `reserved_bytes`, thinned to about
-    `width_px` pixels without losing a peak; `peak_allocated` / `peak_reserved` ({bytes, t_us} of
-    the first record reaching the highest value in the range); `at_start`, the values in effect
-    at `start_us` from the last record before it; `reason` says why there is no curve."""
-    memory = tables.memory
-    mine = _device_mask(memory, device)
-    ts_all = memory["ts"].to_numpy()[mine]
-    allocated_all = memory["total_allocated"].to_numpy()[mine]
-    reserved_all = memory["total_reserved"].to_numpy()[mine]
-    out: dict[str, Any] = {"device": device, "records": 0, "points": 0, "t_us": [], "allocated_bytes": [],
-                           "reserved_bytes": [], "peak_allocated": None, "peak_reserved": None,
-                           "at_start": None, "capacity_bytes": _capacity(tables, device), "reason": None}
-    if not len(ts_all):
-        out["reason"] = f"no memory records for device {device}"
-        return out
-    with_totals = np.isfinite(allocated_all)
-    if not with_totals.any():
-        out["reason"] = NO_TOTALS
-        return out
-    ts_all, allocated_all, reserved_all = ts_all[with_totals], allocated_all[with_totals], reserved_all[with_totals]
-    inside = _in_range(ts_all, start_us, end_us)
-    ts, allocated, reserved = ts_all[inside], allocated_all[inside], reserved_all[inside]
-    if start_us is not None:
-        before = int(np.searchsorted(ts_all, start_us, side="left")) - 1
-        if before >= 0:
-            out["at_start"] = {"t_us": clean("t_us", start_us),
-                               "allocated_bytes": _byte_list(allocated_all[before:before + 1])[0],
-                               "reserved_bytes": _byte_list(reserved_all[before:before + 1])[0]}
-    out["records"] = int(len(ts))
-    if not len(ts):
-        return out
-    lo = float(ts[0]) if start_us is None else float(start_us)
-    hi = float(ts[-1]) if end_us is None else float(end_us)
-    keep = _thin(ts, allocated, reserved, lo, hi, int(np.clip(width_px, 1, MAX_CURVE_PX)))
-    out.update({
-        "points": int(len(keep)),
-        "t_us": _times(ts[keep]),
-        "allocated_bytes": _byte_list(allocated[keep]),
-        "reserved_bytes": _byte_list(reserved[keep]),
-        "peak_allocated": _peak(ts, allocated),
-        "peak_reserved": _peak(ts, reserved),
-    })
-    return out
 
 
 # -- which operator each record belongs to ----------------------------------------------------
@@ -399,7 +294,7 @@ def memory_events(tables: TraceTables, tree: OpTree, device: str, start_us: floa
     caller_id (events-table rows, None when absent), in allocation time order; `reason` says why
     there are no rows."""
     memory = tables.memory
-    mine = np.flatnonzero(_device_mask(memory, device))
+    mine = np.flatnonzero(device_mask(memory, device))
     out: dict[str, Any] = {"device": device, "rows": [], "reason": None}
     if not len(mine):
         out["reason"] = f"no memory records for device {device}"
@@ -416,7 +311,7 @@ def memory_events(tables: TraceTables, tree: OpTree, device: str, start_us: floa
     alloc, free = _pairs(addr, nbytes)
     alloc_ts = np.where(alloc >= 0, ts[np.maximum(alloc, 0)], np.nan)
     free_ts = np.where(free >= 0, ts[np.maximum(free, 0)], np.nan)
-    keep = _in_range(alloc_ts, start_us, end_us) | _in_range(free_ts, start_us, end_us)
+    keep = in_range(alloc_ts, start_us, end_us) | in_range(free_ts, start_us, end_us)
     alloc, free, alloc_ts, free_ts = alloc[keep], free[keep], alloc_ts[keep], free_ts[keep]
     order = np.lexsort((free_ts, np.where(np.isnan(alloc_ts), free_ts, alloc_ts)))
     alloc, free, alloc_ts, free_ts = alloc[order], free[order], alloc_ts[order], free_ts[order]
@@ -431,9 +326,9 @@ def memory_events(tables: TraceTables, tree: OpTree, device: str, start_us: floa
     columns = {
         "operator": labels,
         "size_bytes": size.tolist(),
-        "alloc_us": _times(alloc_ts),
-        "free_us": _times(free_ts),
-        "lifetime_us": _times(free_ts - alloc_ts),
+        "alloc_us": times(alloc_ts),
+        "free_us": times(free_ts),
+        "lifetime_us": times(free_ts - alloc_ts),
         "addr": memory["addr"].to_numpy()[record].tolist(),
         "op_id": _optional(np.where(op_id >= 0, op_id, -1), absent=-1),
         "caller_id": _optional(np.where(named_after_caller, caller_id, -1), absent=-1),
@@ -443,7 +338,7 @@ def memory_events(tables: TraceTables, tree: OpTree, device: str, start_us: floa
     return out
 
 
-def _times(values: np.ndarray) -> list[float | None]:
+def times(values: np.ndarray) -> list[float | None]:
     """Microseconds rounded as `clean` rounds them (Python's round; numpy's differs in the last
     digit), None for NaN."""
     return [None if v != v else round(v, 3) for v in values.tolist()]
@@ -483,7 +378,7 @@ def memory_stats(tables: TraceTables, tree: OpTree, device: str, start_us: float
     a non-zero value, largest self size increase first; `warnings`."""
     memory, events = tables.memory, tables.events
     placed = placed or attribution(tables, tree)
-    picked = _device_mask(memory, device) & _in_range(memory["ts"].to_numpy(), start_us, end_us)
+    picked = device_mask(memory, device) & in_range(memory["ts"].to_numpy(), start_us, end_us)
     out: dict[str, Any] = {"device": device, "rows": [], "warnings": []}
     if not picked.any():
         return out

@@ -14,6 +14,7 @@ from fastapi import APIRouter
 
 from ..analysis import kernels as kernels_analysis
 from ..analysis import memory as memory_analysis
+from ..analysis import memory_curve as memory_curve_analysis
 from ..analysis import operators as operators_analysis
 from ..analysis import optree as optree_analysis
 from ..analysis import overview as overview_analysis
@@ -55,7 +56,7 @@ VIEWS: tuple[View, ...] = (
     View("kernel", "Kernel", kernels.router, _has(Kind.KERNEL),
          _about(kernels_analysis, optree_analysis, tensor_cores_analysis)),
     View("trace", "Trace", trace.router, lambda tables: len(tables.events) > 0, _about(timeline_analysis)),
-    View("memory", "Memory", memory.router, lambda tables: len(tables.memory) > 0, _about(memory_analysis)),
+    View("memory", "Memory", memory.router, lambda tables: len(tables.memory) > 0, _about(memory_curve_analysis, memory_analysis)),
     View("snapshot", "Memory Snapshot", snapshot.router, lambda tables: False,
          _about(snapshot_package, snapshot_unpickle), of_run=lambda run: bool(run.snapshots)),
 )

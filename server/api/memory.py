@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
 
-from ..analysis import memory
+from ..analysis import memory, memory_curve
 from ..analysis.records import clean_row
 from .deps import Memo, Selection, get_memo, select
 from .errors import BadParameter, NotFound
@@ -149,7 +149,7 @@ def get_devices(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)
 @router.get("/api/memory/curve", response_model=Curve)
 def get_curve(sel: Selection = Depends(select), memo: Memo = Depends(get_memo), device: str | None = _DEVICE,
               start_us: float | None = _START, end_us: float | None = _END,
-              width_px: int = Query(1000, ge=1, le=memory.MAX_CURVE_PX, description="Width of the plot in pixels")
+              width_px: int = Query(1000, ge=1, le=memory_curve.MAX_CURVE_PX, description="Width of the plot in pixels")
               ) -> dict[str, Any]:
     """Allocated and reserved bytes over time (a step plot, thinned per pixel keeping every peak)."""
     _range(start_us, end_us)
@@ -159,7 +159,7 @@ def get_curve(sel: Selection = Depends(select), memo: Memo = Depends(get_memo), 
                 "peak_allocated": None, "peak_reserved": None, "at_start": None, "capacity_bytes": None,
                 "reason": "this trace has no memory records (profile with profile_memory=True)", "warnings": []}
     found = memo.get(sel.tables, ("memory_curve", name, start_us, end_us, width_px),
-                     lambda: memory.curve(sel.tables, name, start_us, end_us, width_px))
+                     lambda: memory_curve.curve(sel.tables, name, start_us, end_us, width_px))
     return {**found, "warnings": []}
 
 

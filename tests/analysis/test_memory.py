@@ -1,4 +1,4 @@
-"""Memory view from traces (server/analysis/memory.py): devices, curve, events and per-op stats.
+"""Memory view from traces (server/analysis/memory.py, memory_curve.py): devices, curve, events and per-op stats.
 
 Every expected number is worked out by hand from the few records each case builds.
 """
@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from profboard.server.analysis.memory import (NO_ADDRESSES, NO_TOTALS, attribution, curve, default_device,
-                                              devices, memory_events, memory_stats)
+from profboard.server.analysis.memory import (NO_ADDRESSES, attribution, default_device, devices, memory_events,
+                                              memory_stats)
+from profboard.server.analysis.memory_curve import NO_TOTALS, curve
 from profboard.server.analysis.optree import build_op_tree
 from synth import Trace, parse
 

@@ -116,7 +116,7 @@ def window(path: Path) -> tuple[float, float]:
 
 @pytest.mark.parametrize("path", _recent_traces())
 def test_peak_allocated_is_the_highest_total_allocated_of_the_device(path):
-    from profboard.server.analysis.memory import curve
+    from profboard.server.analysis.memory_curve import curve
 
     peaks: dict[str, float] = defaultdict(float)
     for r in raw(path)["records"]:
