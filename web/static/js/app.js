@@ -30,7 +30,8 @@ const BUSY_DELAY_MS = 250;
  * @typedef {{worker: string, span: string, status: "loading"|"ready"|"error", progress: number,
  *            error: string|null, warnings: string[]}} FileInfo
  * @typedef {{name: string, status: "loading"|"ready"|"error", progress: number, error: string|null,
- *            workers: string[], spans: Record<string, string[]>, views: string[], files: FileInfo[]}} RunInfo
+ *            workers: string[], spans: Record<string, string[]>, views: string[], files: FileInfo[],
+ *            snapshots?: string[]}} RunInfo
  * @typedef {{name: string, title: string, about: string}} ViewInfo
  */
 
@@ -45,6 +46,7 @@ const ui = {
   status: $('[data-testid="status"]'),
   error: $('[data-testid="error"]'),
   loadWarnings: $('[data-testid="load-warnings"]'),
+  noWorkers: /** @type {HTMLElement|null} */ (document.querySelector('[data-testid="no-workers-note"]')),
   root: /** @type {HTMLElement|null} */ (document.querySelector("[data-view]")),
   about: /** @type {HTMLElement|null} */ (document.querySelector('[data-testid="about"]')),
 };
@@ -73,6 +75,30 @@ const state = {
 /** @param {string|undefined} name @returns {RunInfo|undefined} */
 function findRun(name) {
   return state.runs.find((r) => r.name === name);
+}
+
+/**
+ * Whether a run has no traces, only files that views of the run read (memory snapshots): worker
+ * and span do not apply to it.
+ * @param {RunInfo|undefined} run
+ */
+function withoutWorkers(run) {
+  return Boolean(run) && run.status !== "loading" && run.workers.length === 0 && run.views.length > 0;
+}
+
+/**
+ * The address of a view for a run, carrying the parameters that view reads beside the selection
+ * (the Memory Snapshot view's `file`).
+ * @param {string} view
+ * @param {RunInfo|undefined} run
+ * @param {Record<string, string>} query
+ */
+function hrefFor(view, run, query) {
+  const { run: runName, worker, span } = query;
+  if (view !== "snapshot") return viewHref(view, { run: runName, worker, span });
+  const files = (run && run.snapshots) || [];
+  const file = query.file && files.includes(query.file) ? query.file : files[0];
+  return viewHref(view, { run: runName, worker, span, file });
 }
 
 /** @param {RunInfo|undefined} run @param {string|undefined} worker @param {string|undefined} span */
@@ -121,6 +147,12 @@ function reselect(runName, worker, span) {
 function select(selection) {
   // Re-read the URL: the view may have kept its own parameters there (e.g. a table's sort).
   state.query = { ...readQuery(), ...selection };
+  const run = findRun(state.query.run);
+  if (state.query.file && run && !(run.snapshots || []).includes(state.query.file)) {
+    // A snapshot file (and the history point picked in it) belongs to the run it was picked in.
+    delete state.query.file;
+    delete state.query.at;
+  }
   writeQuery(state.query, { push: true });
   renderPanel();
   syncView();
@@ -181,6 +213,13 @@ function renderPanel() {
   });
   if (span && run && run.workers.includes(worker) && !spans.includes(span)) spanOptions.unshift({ value: span, label: `${span} (not found)`, disabled: true });
   setOptions(ui.span, spanOptions, span);
+  // A run without traces: no worker or span to pick; say why instead of two empty selects.
+  const noWorkers = withoutWorkers(run);
+  for (const select of [ui.worker, ui.span]) {
+    const field = select.closest(".field");
+    if (field instanceof HTMLElement) field.hidden = noWorkers;
+  }
+  if (ui.noWorkers) ui.noWorkers.hidden = !noWorkers;
 
   const active = run && run.views.length ? run.views : state.views.map((v) => v.name);
   const viewOptions = state.views.length
@@ -316,6 +355,11 @@ function syncView({ force = false } = {}) {
   if (!state.runsKnown) return;
   const params = withDefaults(state.query);
   const run = findRun(params.run);
+  if (withoutWorkers(run) && !run.views.includes(state.view)) {
+    // A run of snapshots only has none of the trace views: open the first view it has.
+    window.location.replace(hrefFor(run.views[0], run, { run: run.name, file: params.file }));
+    return;
+  }
   const file = findFile(run, params.worker, params.span);
   const fileStatus = !params.run ? "none" : !run ? "missing" : file ? file.status : "missing";
   const key = JSON.stringify([state.view, params, fileStatus]);
@@ -456,8 +500,7 @@ ui.span.addEventListener("change", () => {
 });
 
 ui.view.addEventListener("change", () => {
-  const { run, worker, span } = state.query;
-  window.location.assign(viewHref(ui.view.value, { run, worker, span }));
+  window.location.assign(hrefFor(ui.view.value, findRun(state.query.run), state.query));
 });
 
 window.addEventListener("popstate", () => {
