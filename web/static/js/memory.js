@@ -308,11 +308,13 @@ class SearchTable {
     this.rows = [];
     this.count.textContent = "";
     this.search.disabled = true;
-    this.node.replaceChildren(el("p", { class: "empty mem-reason", testid: `${this.prefix}-reason`, text }));
+    this.search.closest("label")?.setAttribute("hidden", "");
+    this.node.replaceChildren(el("p", { class: "note note-info mem-reason", testid: `${this.prefix}-reason`, text }));
   }
 
   draw() {
     this.search.disabled = false;
+    this.search.closest("label")?.removeAttribute("hidden");
     const shown = filterRows(this.rows, this.query, this.textOf);
     this.count.textContent = this.countText(shown.length);
     if (!shown.length) {
@@ -350,27 +352,31 @@ class SearchTable {
  * @param {boolean} ranged
  */
 function drawFacts(node, curve, span, origin, ranged) {
-  /** @type {[string, string, string, string?][]} */
+  /** @type {{label: string, value: string, testid: string, sub?: string, key?: string}[]} */
   const facts = [];
   const where = ranged ? " in range" : "";
   if (curve.peak_allocated) {
-    facts.push([`Peak allocated${where}`, formatBytes(curve.peak_allocated.bytes), "peak-allocated",
-      `at ${formatOffset(curve.peak_allocated.t_us - origin)}`]);
+    facts.push({ label: `Peak allocated${where}`, value: formatBytes(curve.peak_allocated.bytes), testid: "peak-allocated",
+      sub: `at ${formatOffset(curve.peak_allocated.t_us - origin)}`, key: "allocated" });
   }
   if (curve.peak_reserved && curve.peak_reserved.bytes > 0) {
-    facts.push([`Peak reserved${where}`, formatBytes(curve.peak_reserved.bytes), "peak-reserved",
-      `at ${formatOffset(curve.peak_reserved.t_us - origin)}`]);
+    facts.push({ label: `Peak reserved${where}`, value: formatBytes(curve.peak_reserved.bytes), testid: "peak-reserved",
+      sub: `at ${formatOffset(curve.peak_reserved.t_us - origin)}`, key: "reserved" });
   }
   const change = allocatedChange(curve, span);
   if (change) {
     const sign = change.change > 0 ? "+" : change.change < 0 ? "−" : "±";
-    facts.push(["Allocated, start → end", `${formatBytes(change.from)} → ${formatBytes(change.to)}`, "allocated-change",
-      `${sign}${formatBytes(Math.abs(change.change))}`]);
+    facts.push({ label: "Allocated, start → end", value: `${formatBytes(change.from)} → ${formatBytes(change.to)}`,
+      testid: "allocated-change", sub: `${sign}${formatBytes(Math.abs(change.change))}` });
   }
-  if (typeof curve.capacity_bytes === "number") facts.push(["Device capacity", formatBytes(curve.capacity_bytes), "capacity"]);
-  node.replaceChildren(...facts.map(([label, value, testid, sub]) => el("div", { class: "mem-fact" }, [
-    el("dt", { text: label }),
-    el("dd", {}, [el("span", { class: "mem-fact-value", text: value, testid }), sub ? el("span", { class: "mem-fact-sub", text: ` ${sub}` }) : null]),
+  if (typeof curve.capacity_bytes === "number") {
+    facts.push({ label: "Device capacity", value: formatBytes(curve.capacity_bytes), testid: "capacity", key: "capacity" });
+  }
+  // The swatches double as the chart's legend.
+  node.replaceChildren(...facts.map(({ label, value, testid, sub, key }) => el("div", { class: "mem-fact" }, [
+    el("dt", {}, [key ? el("span", { class: `mem-key mem-key-${key}`, attrs: { "aria-hidden": "true" } }) : null, label]),
+    el("dd", {}, [el("span", { class: "mem-fact-value", text: value, testid }),
+      sub ? el("span", { class: "mem-fact-sub", text: ` ${sub}` }) : null]),
   ])));
   node.hidden = !facts.length;
 }
@@ -382,11 +388,12 @@ function drawFacts(node, curve, span, origin, ranged) {
  */
 async function drawCurve(node, curve, { span, origin, steps, toCapacity }) {
   const top = yTop(curve, span, toCapacity);
-  const ticks = byteTicks(top / 1.1);
+  const ticks = byteTicks(top);
   const marks = stepMarks(steps, span, origin);
   const capacity = capacityMarks(curve.capacity_bytes, top);
   await draw(node, curveTraces(curve, span, origin), layout({
-    margin: { l: 64, r: 20, t: 28, b: 44 },
+    margin: { l: 64, r: 20, t: 22, b: 44 },
+    showlegend: false,
     dragmode: "zoom",
     hovermode: "x unified",
     xaxis: {
@@ -398,8 +405,7 @@ async function drawCurve(node, curve, { span, origin, steps, toCapacity }) {
     yaxis: { fixedrange: true, range: [0, top], tickvals: ticks.tickvals, ticktext: ticks.ticktext, rangemode: "tozero" },
     shapes: [...marks.shapes, ...capacity.shapes],
     annotations: [...marks.annotations, ...capacity.annotations, ...peakAnnotations(curve, span, origin)],
-    legend: { y: 1.0, yanchor: "bottom", x: 1, xanchor: "right" },
-  }));
+  }), { showTips: false }); // the hint under the chart says how to zoom back out
 }
 
 /**
@@ -461,8 +467,8 @@ export async function mount(root, params, { signal } = {}) {
     el("option", { text: "Whole trace", attrs: { value: "" } }),
     el("option", { text: "Selected range", testid: "custom-range", attrs: { value: "custom", disabled: "" } }),
     ...steps.map((s) => el("option", {
-      text: `Step ${s.step} (${formatOffset(s.start_us - origin)} – ${formatOffset(s.end_us - origin)})`,
-      attrs: { value: s.step } })),
+      text: `Step ${s.step} (${formatUs(s.end_us - s.start_us)})`,
+      title: `${formatOffset(s.start_us - origin)} – ${formatOffset(s.end_us - origin)}`, attrs: { value: s.step } })),
   );
   ui.step.disabled = !steps.length;
   ui.capacity.checked = params.capacity === "1";
@@ -502,26 +508,31 @@ export async function mount(root, params, { signal } = {}) {
     if (!curve) return;
     if (curve.reason) {
       purgeAll(ui.chart);
+      ui.chart.classList.add("chart-memory-note");
       ui.chart.replaceChildren(el("p", { class: "note note-info mem-reason", testid: "curve-reason",
         text: `No memory curve for ${info ? info.label : device}: ${curve.reason}.` }));
       ui.facts.hidden = true;
       ui.hint.hidden = true;
       ui.capacity.disabled = true;
+      ui.capacity.closest("label")?.setAttribute("hidden", "");
       ui.curveMeta.textContent = "";
       return;
     }
     ui.hint.hidden = false;
     ui.capacity.disabled = typeof curve.capacity_bytes !== "number";
+    ui.capacity.closest("label")?.toggleAttribute("hidden", ui.capacity.disabled);
     ui.curveMeta.textContent = `${formatCount(curve.records)} record${curve.records === 1 ? "" : "s"}`
       + (curve.points < curve.records ? `, ${formatCount(curve.points)} points drawn (every peak kept)` : "");
     drawFacts(ui.facts, curve, span(), origin, Boolean(range));
     if (!curve.t_us.length && !curve.at_start) {
       purgeAll(ui.chart);
+      ui.chart.classList.add("chart-memory-note");
       ui.chart.replaceChildren(el("p", { class: "empty", testid: "curve-empty",
         text: `No memory records for ${info ? info.label : device} in this range.` }));
       return;
     }
     const fresh = !ui.chart.classList.contains("js-plotly-plot");
+    ui.chart.classList.remove("chart-memory-note");
     await drawCurve(ui.chart, curve, { span: span(), origin, steps, toCapacity: ui.capacity.checked });
     if (fresh) {
       /** @type {any} */ (ui.chart).on("plotly_relayout", (/** @type {Record<string, any>} */ event) => {

@@ -246,13 +246,13 @@ export function curveTraces(curve, span, origin) {
   const traces = [];
   if (maxBytes(points.reserved) > 0) {
     traces.push({
-      type: "scatter", mode: "lines", name: "Reserved", x, y: points.reserved,
+      type: "scatter", mode: "lines", name: "Reserved", showlegend: false, x, y: points.reserved,
       line: { shape: "hv", color: COLORS.reserved, width: 1.5 },
       customdata: hover(points.reserved), hovertemplate: "Reserved: %{customdata}<extra></extra>",
     });
   }
   traces.push({
-    type: "scatter", mode: "lines", name: "Allocated", x, y: points.allocated,
+    type: "scatter", mode: "lines", name: "Allocated", showlegend: false, x, y: points.allocated,
     line: { shape: "hv", color: COLORS.allocated, width: 1.5 },
     fill: "tozeroy", fillcolor: COLORS.allocatedFill,
     customdata: hover(points.allocated), hovertemplate: "Allocated: %{customdata}<extra></extra>",
@@ -307,7 +307,7 @@ export function peakAnnotations(curve, span, origin) {
 
 /**
  * Step boundaries: every other step shaded, a dotted line at each step start and a label
- * ("step 2") at the top of each step's visible part.
+ * ("step 2") over the top of each step's visible part.
  * @param {StepRange[]} steps
  * @param {Range} span
  * @param {number} origin
@@ -328,8 +328,9 @@ export function stepMarks(steps, span, origin) {
       shapes.push({ type: "line", xref: "x", yref: "paper", x0, x1: x0, y0: 0, y1: 1,
         line: { color: COLORS.stepLine, width: 1, dash: "dot" }, layer: "below" });
     }
-    annotations.push({ x: x0, y: 1, xref: "x", yref: "paper", xanchor: "left", yanchor: "top", showarrow: false,
-      text: `step ${step.step}`, font: { size: 10, color: COLORS.stepText }, xshift: 3, yshift: -2 });
+    // Above the plot area, clear of the curve and the peak labels.
+    annotations.push({ x: x0, y: 1, xref: "x", yref: "paper", xanchor: "left", yanchor: "bottom", showarrow: false,
+      text: `step ${step.step}`, font: { size: 11, color: COLORS.stepText }, xshift: 2 });
   });
   return { shapes, annotations };
 }

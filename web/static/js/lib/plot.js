@@ -59,12 +59,13 @@ export function layout(overrides = {}) {
  * @param {HTMLElement} node
  * @param {object[]} traces
  * @param {Record<string, any>} chartLayout from {@link layout}
+ * @param {Record<string, any>} [config] options added to {@link CONFIG} for this chart
  * @returns {Promise<void>}
  */
-export async function draw(node, traces, chartLayout) {
+export async function draw(node, traces, chartLayout, config = undefined) {
   // A note shown instead of a chart (see showEmpty) goes before Plotly draws there.
   if (!node.querySelector(":scope > .plot-container")) node.replaceChildren();
-  await plotly().react(node, traces, chartLayout, CONFIG);
+  await plotly().react(node, traces, chartLayout, config ? { ...CONFIG, ...config } : CONFIG);
 }
 
 /**
