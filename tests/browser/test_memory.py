@@ -233,6 +233,12 @@ def test_memory_events_rows_link_mark_absent_values_sort_and_search(memory, api)
     table.get_by_role("button", name=re.compile(r"^Release\s+Time")).click()  # numeric: descending first
     table.get_by_role("button", name=re.compile(r"^Release\s+Time")).click()
     assert "events_sort=free_us%3Aasc" in memory.page.url or "events_sort=free_us:asc" in memory.page.url
+    table.locator(css_testid("pager-last")).click()
+    last = memory.rows("events-table").last.locator("td")
+    expect(last.nth(3)).to_have_text("—")
+    assert "Never freed" in last.nth(3).locator(".mem-absent").get_attribute("title")
+    assert "Never freed" in last.nth(4).locator(".mem-absent").get_attribute("title")
+    expect(memory.page).to_have_url(re.compile(r"events_page=\d+"))
     memory.part("events-search").fill("cudnn_convolution")
     expect(memory.page).to_have_url(re.compile(r"events_q=cudnn_convolution"))
     everything = api(f"/api/memory/events?{H100_SEL}")
@@ -347,3 +353,35 @@ def test_memory_curve_helpers(page, server):
     assert out["points"] == {"t_us": [1500, 2000, 3000, 4000], "allocated": [5, 10, 30, 30], "reserved": [40, 40, 40, 40]}
     assert out["change"] == {"from": 5, "to": 30, "change": 25}
     assert out["label"] == "Selected 1.000 ms – 2.500 ms (1.50 ms of 4.00 ms)"
+
+
+def test_memory_table_helpers(page, server):
+    page.goto(f"{server}/static/css/profboard.css")
+    out = page.evaluate("""async () => {
+        const t = await import("/static/js/lib/memtables.js");
+        const sel = { run: "r", worker: "w", span: "1" };
+        const unseen = { operator: null, size_bytes: 8, alloc_us: null, free_us: 2000, lifetime_us: null, addr: 255,
+                         op_id: null, caller_id: null };
+        const open = { operator: "aten::mm", size_bytes: 8, alloc_us: 1000, free_us: null, lifetime_us: null, addr: 16,
+                       op_id: 7, caller_id: 6 };
+        const orphan = { ...open, operator: null, op_id: null, free_us: 1500, lifetime_us: 500 };
+        const keys = ["operator", "alloc_us", "free_us", "lifetime_us"];
+        return {
+            unseen: keys.map((k) => t.missingReason(unseen, k) === t.WHY.unseenAlloc),
+            open: keys.map((k) => t.missingReason(open, k)),
+            orphan: t.missingReason(orphan, "operator") === t.WHY.noOperator,
+            hrefs: [t.eventTraceHref(sel, open), t.eventTraceHref(sel, unseen), t.eventTraceHref(sel, orphan)],
+            addr: [t.formatAddress(255), t.formatAddress(null)],
+            counts: [t.eventsCountText(10, 10, 10, ""), t.eventsCountText(1, 20000, 25000, ""),
+                     t.eventsCountText(3, 10, 10, " mm "), t.eventsCountText(1, 1, 1, "")],
+        };
+    }""")
+    assert out["unseen"] == [True, True, False, True]
+    assert out["open"][:2] == [None, None] and out["open"][2].startswith("Never freed") and out["open"][3].startswith("Never freed")
+    assert out["orphan"] is True
+    assert out["hrefs"] == ["/trace?run=r&worker=w&span=1&select=7",
+                            "/trace?run=r&worker=w&span=1&end_us=2500&start_us=1500",
+                            "/trace?run=r&worker=w&span=1&end_us=1500&start_us=500"]
+    assert out["addr"] == ["0xff", "n/a"]
+    assert out["counts"] == ["10 allocations", "Showing the first 20,000 of 25,000 allocations",
+                             "3 of 10 allocations match “mm”", "1 allocation"]
