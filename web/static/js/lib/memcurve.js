@@ -360,9 +360,10 @@ export function capacityMarks(capacity, top) {
  */
 export function yTop(curve, span, toCapacity) {
   const points = curvePoints(curve, span);
-  let top = maxBytes(points.allocated, points.reserved);
-  if (toCapacity && isNumber(curve.capacity_bytes)) top = Math.max(top, curve.capacity_bytes);
-  return Math.max(1, top * (1 + HEADROOM));
+  let top = maxBytes(points.allocated, points.reserved) * (1 + HEADROOM);
+  // The capacity line needs only room for its label above it.
+  if (toCapacity && isNumber(curve.capacity_bytes)) top = Math.max(top, curve.capacity_bytes * 1.08);
+  return Math.max(1, top);
 }
 
 /**
