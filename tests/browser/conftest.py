@@ -35,6 +35,13 @@ SNAPSHOTS = {
     "resnet50_fp32": "snapshots/resnet18_snapshot.pickle",
     "snapshot_only": "snapshots/resnet18_snapshot.pickle",
 }
+# run name -> file name of a pickle that names os.system (written by the fixture): the server must
+# refuse it and the Memory Snapshot view show why
+REFUSED_SNAPSHOTS = {
+    "snapshot_refused": "refused_snapshot.pickle",
+}
+# Protocol 0: GLOBAL os.system, MARK, the string 'true', TUPLE, REDUCE, STOP: a naive load runs `true`.
+REFUSED_PICKLE = b"cos\nsystem\n(S'true'\ntR."
 BROKEN_RUN = "broken_trace"
 READY_TIMEOUT_S = 120
 
@@ -57,6 +64,9 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name, rel in SNAPSHOTS.items():
         (root / name).mkdir(exist_ok=True)
         (root / name / Path(rel).name).symlink_to(FIXTURES / rel)
+    for name, file_name in REFUSED_SNAPSHOTS.items():
+        (root / name).mkdir(exist_ok=True)
+        (root / name / file_name).write_bytes(REFUSED_PICKLE)
     broken = root / BROKEN_RUN
     broken.mkdir()
     # A job killed mid-write: the JSON stops inside the first event.

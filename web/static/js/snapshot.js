@@ -216,7 +216,7 @@ function drawSites(node, data, params) {
   }, [el("span", { class: "snap-caret", text: "▸", attrs: { "aria-hidden": "true" } }), el("span", { class: "truncate", text: siteLabel(row) })]);
   /** @type {import("./lib/table.js").Column[]} */
   const columns = [
-    { key: "site", label: "Site", cellClass: "cell-name", render: siteCell,
+    { key: "site", label: "Site", cellClass: "cell-name snap-site-cell", render: siteCell,
       title: "The first frame in user code, else the operator; click a row for its stack" },
     { key: "op", label: "Operator", truncate: true, cellClass: "cell-name cell-mono snap-op-cell", format: (v) => (v ? String(v) : "n/a") },
     { key: "calls", label: "Calls", numeric: true, format: (v) => formatCount(v) },
@@ -307,8 +307,10 @@ async function showSnapshotError(root, err, params, signal) {
   const current = params.file || files[0] || "";
   const options = files.map((f) => ({ value: f, label: f }));
   if (current && !files.includes(current)) options.unshift({ value: current, label: `${current} (not found)` });
-  fillSelect(/** @type {HTMLSelectElement} */ (byTestId(root, "snap-file")), options, current);
-  byTestId(root, "snap-file").disabled = files.length < 1 || (files.length === 1 && files[0] === current);
+  const fileSelect = /** @type {HTMLSelectElement} */ (byTestId(root, "snap-file"));
+  fillSelect(fileSelect, options, current);
+  fileSelect.disabled = files.length < 1 || (files.length === 1 && files[0] === current);
+  fileSelect.onchange = () => navigate({ file: fileSelect.value, device: null, at: null });
   fillSelect(/** @type {HTMLSelectElement} */ (byTestId(root, "snap-device")), [], "");
 }
 

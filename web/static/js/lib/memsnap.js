@@ -159,8 +159,8 @@ export function summaryCards(summary, device) {
       title: "Freed by the program, still in use by another stream (record_stream) until its work completes" },
     { key: "segments", label: "Segments", value: formatCount(d.segments), sub: types || undefined,
       title: "cudaMalloc'd regions the allocator splits into blocks" },
-    { key: "history", label: "History entries", value: formatCount(d.trace_entries ?? summary.trace_entries),
-      sub: summary.history ? undefined : "no history recorded",
+    { key: "history", label: "History", value: formatCount(d.trace_entries ?? summary.trace_entries),
+      sub: summary.history ? "entries" : "none recorded",
       title: "Allocator actions recorded by torch.cuda.memory._record_memory_history" },
     { key: "ooms", label: "OOM events", value: formatCount(ooms.length), alert: ooms.length > 0,
       title: "Out-of-memory errors the allocator recorded" },
@@ -179,7 +179,8 @@ export function stateCards(totals) {
     { key: "pending", label: "Awaiting free", value: formatBytes(totals.pending_free_bytes) },
     { key: "inactive", label: "Inactive", value: formatBytes(totals.inactive_bytes),
       sub: `${formatRatio(totals.fragmentation_ratio, 1)} fragmentation` },
-    { key: "largest", label: "Largest free block", value: formatBytes(totals.largest_inactive_bytes) },
+    { key: "largest", label: "Largest free", value: formatBytes(totals.largest_inactive_bytes),
+      title: "The largest inactive block: the biggest allocation that fits without a new segment" },
     { key: "segments", label: "Segments", value: formatCount(totals.segments) },
   ];
 }
