@@ -186,6 +186,62 @@ def test_snapshot_click_on_timeline_picks_the_state_point(snap, api, shots):
     assert snap.page.errors == []
 
 
+def test_snapshot_click_above_the_stack_picks_a_point_too(snap):
+    """Plotly reports clicks over data only; empty plot area above the stack picks its x as well."""
+    snap.open(f"run={ONLY_RUN}").wait_drawn()
+    box = snap.plot_box()
+    snap.page.mouse.click(box["x"] + box["width"] * 0.25, box["y"] + 6)
+    expect(snap.part("state-meta")).to_contain_text("After entry")
+    at = int(snap.query()["at"])
+    entries = int(snap.card("snap-summary", "history").inner_text().replace(",", ""))
+    assert 0.15 * entries < at < 0.35 * entries
+    # A zoom drag is not a click.
+    snap.page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 6)
+    snap.page.mouse.down()
+    snap.page.mouse.move(box["x"] + box["width"] * 0.7, box["y"] + 60, steps=5)
+    snap.page.mouse.up()
+    snap.page.wait_for_timeout(300)
+    assert int(snap.query()["at"]) == at
+    assert snap.page.errors == []
+
+
+def test_snapshot_oom_events_are_highlighted(snap, server):
+    """The fixture has no OOM: the summary is given one, as PyTorch records it (an `oom` entry)."""
+    page = snap.page
+    summary = page.request.get(f"{server}/api/memory/snapshot?run={ONLY_RUN}").json()
+    summary["ooms"] = {"count": 1, "events": [{"device": 0, "index": 2000, "time_us": None,
+                                               "size_bytes": 8 << 30, "device_free_bytes": 1 << 30}]}
+    page.route("**/api/memory/snapshot?*", lambda route: route.fulfill(json=summary))
+    snap.open(f"run={ONLY_RUN}").wait_drawn()
+    card = snap.part("snap-summary").locator(css_testid("card-ooms"))
+    expect(card).to_have_class(re.compile("snap-stat-alert"))
+    expect(card.locator(css_testid("card-value"))).to_have_text("1")
+    assert card.evaluate("n => getComputedStyle(n).backgroundColor") == "rgb(252, 232, 230)"
+    box = snap.part("snap-ooms")
+    expect(box).to_be_visible()
+    expect(box.locator(css_testid("oom-event"))).to_contain_text("Entry 2,000: asked for 8.00 GB with 1.00 GB free")
+    expect(snap.part("snap-timeline").locator(".annotation-text").filter(has_text="OOM")).to_have_count(1)
+    box.locator(css_testid("oom-show")).click()
+    expect(snap.part("state-meta")).to_contain_text("After entry 2,000")
+    assert snap.query()["at"] == "2000"
+    assert page.errors == []
+
+
+def test_snapshot_without_history_says_why_there_is_no_timeline(snap, server):
+    page = snap.page
+    summary = page.request.get(f"{server}/api/memory/snapshot?run={ONLY_RUN}").json()
+    summary["history"] = False
+    summary["trace_entries"] = 0
+    for d in summary["per_device"]:
+        d["trace_entries"] = 0
+    page.route("**/api/memory/snapshot?*", lambda route: route.fulfill(json=summary))
+    snap.open(f"run={ONLY_RUN}")
+    expect(snap.part("snap-timeline")).to_contain_text("_record_memory_history")
+    expect(snap.part("segment-table").locator("table")).to_be_visible()
+    expect(snap.part("snap-summary").locator(css_testid("card-history"))).to_contain_text("none recorded")
+    assert page.errors == []
+
+
 def test_snapshot_segments_agree_with_the_summary_at_the_final_state(snap, api):
     snap.open(f"run={TRACE_RUN}").wait_drawn()
     summary = api_get(api, "/api/memory/snapshot")

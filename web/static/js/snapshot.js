@@ -324,9 +324,10 @@ async function showSnapshotError(root, err, params, signal) {
  * @param {number|null} at
  * @param {Oom[]} ooms
  * @param {(index: number) => void} onPick
+ * @param {AbortSignal|undefined} signal fires when the view is mounted again (drops the listeners)
  * @returns {Promise<(at: number|null) => void>}
  */
-async function drawTimeline(node, timeline, t0, at, ooms, onPick) {
+async function drawTimeline(node, timeline, t0, at, ooms, onPick, signal) {
   const top = Math.max(...timeline.total_bytes, timeline.peak ? timeline.peak.bytes : 0, 1);
   const axis = bytesAxis(top);
   const traces = timelineTraces(timeline, axis, t0);
@@ -347,11 +348,23 @@ async function drawTimeline(node, timeline, t0, at, ooms, onPick) {
   node.dataset.traces = String(traces.length);
   const gd = /** @type {any} */ (node);
   gd.removeAllListeners && gd.removeAllListeners("plotly_click");
+  let plotlyClickAt = -Infinity;
   gd.on("plotly_click", (/** @type {any} */ event) => {
-    const x = clickX(gd, event);
-    const index = indexAt(x, timeline.entries);
+    plotlyClickAt = performance.now();
+    const index = indexAt(clickX(gd, event), timeline.entries);
     if (index !== null) onPick(index);
   });
+  // Plotly reports clicks only over data (a band, the total line); a click on empty plot area
+  // (above the stack) picks its x too. Not after a zoom drag, nor twice for one click.
+  /** @type {{x: number, y: number}|null} */ let down = null;
+  node.addEventListener("mousedown", (e) => { down = { x: e.clientX, y: e.clientY }; }, { signal });
+  node.addEventListener("click", (e) => {
+    const target = /** @type {Element} */ (e.target);
+    const moved = down ? Math.hypot(e.clientX - down.x, e.clientY - down.y) : 0;
+    if (!target.closest(".nsewdrag") || moved > 4 || performance.now() - plotlyClickAt < 300) return;
+    const index = indexAt(clickX(gd, { event: e }), timeline.entries);
+    if (index !== null) onPick(index);
+  }, { signal });
   return (next) => {
     /** @type {any} */ (window).Plotly.relayout(node, {
       shapes: timelineShapes(next, ooms),
@@ -502,7 +515,7 @@ export async function mount(root, params, { signal } = {}) {
       timelineMeta.textContent = `${formatCount(timeline.allocations)} allocations over ${formatCount(timeline.entries)} entries; `
         + `the ${formatCount(shown)} largest drawn one by one, ${formatCount(timeline.other_allocations)} smaller ones summed (grey)`;
       hint.textContent = "Hover a band for its size and stack; click anywhere on the chart to see the allocator state at that point; drag to zoom, double-click to zoom out.";
-      moveMarker = await drawTimeline(timelineNode, timeline, t0, at, ooms, (index) => { pick(index); });
+      moveMarker = await drawTimeline(timelineNode, timeline, t0, at, ooms, (index) => { pick(index); }, signal);
     } catch (err) {
       if (isAbort(err) || (signal && signal.aborted)) return;
       sectionError(timelineNode, "The timeline could not be loaded", err);
