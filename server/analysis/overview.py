@@ -28,7 +28,7 @@ GPU summary, per device that ran kernels, over all steps (first step start to la
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -37,7 +37,8 @@ from ..trace.schema import Kind
 from ..trace.tables import TraceTables
 from . import ranges
 from .categories import role_masks
-from .recommendations import recommend
+from .optree import OpTree
+from .recommendations import Context, recommend
 from .records import clean_row
 from .steps import Steps, detect_steps
 from .tensor_cores import uses_tensor_cores
@@ -138,8 +139,9 @@ def _ratio(part: float, whole: float) -> float | None:
     return float(part / whole) if whole > 0 else None
 
 
-def overview(tables: TraceTables) -> dict[str, Any]:
-    """The Overview view's data: per-step breakdown, its average, GPU summary, recommendations, warnings."""
+def overview(tables: TraceTables, tree_of: Callable[[], OpTree] | None = None) -> dict[str, Any]:
+    """The Overview view's data: per-step breakdown, its average, GPU summary, recommendations,
+    warnings. `tree_of` gives the trace's operator tree when the caller has it memoised."""
     events = tables.events
     steps = detect_steps(events)
     breakdown = step_breakdown(events, steps)
@@ -150,6 +152,6 @@ def overview(tables: TraceTables) -> dict[str, Any]:
         "steps": rows,
         "average": average,
         "gpus": gpus,
-        "recommendations": recommend(breakdown, gpus, steps),
+        "recommendations": recommend(Context(tables, steps, breakdown, gpus, tree_of)),
         "warnings": list(tables.warnings) + steps.warnings,
     }

@@ -1,81 +1,76 @@
-"""Recommendations drawn from the overview numbers, each pointing at its evidence.
+"""Recommendations: findings about one worker's trace, each with the numbers behind it and the
+evidence (time ranges, event ids) that opens the Trace view on the place.
 
-Rules and their thresholds (visible here on purpose):
-- `dataloader_bound`: DataLoader takes over 5% of the average step (the reference's bar).
-- `low_gpu_utilization`: a GPU is busy under 50% of the steps' time.
-- `high_communication`: communication not hidden behind compute takes over 10% of the step.
-Evidence items are time ranges (`start_us`/`end_us`, trace clock) or GPUs (`device`).
+Every rule is a pure function of a `Context` (the trace's tables and the analyses rules share)
+returning findings; its thresholds are module constants next to it, and each finding repeats
+the thresholds it was judged by. Rules live in `server/analysis/rules/`, one module per topic;
+`RULES` lists them. Findings are sorted most severe first.
+
+A finding: `id` (stable), `severity` (high|medium|low), `title` (one line), `detail` (what to
+do), `numbers` (the measured values, plain units: us, bytes, 0..1 ratios, counts),
+`thresholds` (the bars it was judged by), `evidence` (items with a `kind`, a `label`, and
+`start_us`/`end_us` on the trace clock and, where one event is the culprit, its `event_id`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable
 
 import pandas as pd
 
+from ..trace.tables import TraceTables
+from .optree import OpTree, build_op_tree
 from .steps import Steps
 
-LOW_UTILIZATION_RATIO = 0.5
+Finding = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class ShareRule:
-    """Fires when a breakdown column's share of the average step exceeds `threshold`."""
+@dataclass
+class Context:
+    """What rules read. Shared analyses are computed on first use; the API passes its memoised
+    operator tree so that a trace's tree is built once."""
 
-    id: str
-    column: str
-    threshold: float
-    high: float  # share above which the finding is high severity
-    title: str  # formatted with `share`
-    detail: str
+    tables: TraceTables
+    steps: Steps
+    breakdown: pd.DataFrame  # overview.step_breakdown: per step, time per category
+    gpus: list[dict[str, Any]]  # overview.gpu_summary
+    tree_of: Callable[[], OpTree] | None = None
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
+    @cached_property
+    def tree(self) -> OpTree:
+        return self.tree_of() if self.tree_of is not None else build_op_tree(self.tables.events)
 
-SHARE_RULES = (
-    ShareRule("dataloader_bound", "dataloader_us", 0.05, 0.25,
-              "{share:.1%} of the step time is spent waiting for input data",
-              "The training loop waits on the DataLoader. Raise `num_workers`, set `pin_memory=True` "
-              "and `persistent_workers=True`, or move decoding and augmentation off the critical path."),
-    ShareRule("high_communication", "communication_us", 0.10, 0.3,
-              "{share:.1%} of the step time is communication not overlapped with compute",
-              "Overlap more communication with computation (DDP bucket sizes, FSDP prefetch), "
-              "compress gradients, accumulate gradients over several steps, or raise the batch size."),
-)
+    @cached_property
+    def step_time_us(self) -> float:
+        """The mean step's length (0 when there are no steps)."""
+        return float(self.breakdown["total_us"].mean()) if len(self.breakdown) else 0.0
 
 
-def _worst_steps(breakdown: pd.DataFrame, steps: Steps, column: str, n: int = 3) -> list[dict[str, Any]]:
-    order = breakdown[column].to_numpy().argsort()[::-1][:n]
-    return [{"kind": "step", "step": steps.names[i], "start_us": float(steps.starts[i]),
-             "end_us": float(steps.ends[i]), column: float(breakdown[column].iloc[i])} for i in order]
+Rule = Callable[[Context], list[Finding]]
+_SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2}
 
 
-def recommend(breakdown: pd.DataFrame, gpus: list[dict[str, Any]], steps: Steps) -> list[dict[str, Any]]:
-    """Findings for one worker's steps, most severe first."""
-    found: list[dict[str, Any]] = []
-    total = float(breakdown["total_us"].mean()) if len(breakdown) else 0.0
-    if total <= 0:
-        return found
-    for rule in SHARE_RULES:
-        share = float(breakdown[rule.column].mean()) / total
-        if share > rule.threshold:
-            found.append({
-                "id": rule.id,
-                "severity": "high" if share > rule.high else "medium",
-                "title": rule.title.format(share=share),
-                "detail": rule.detail,
-                "evidence": _worst_steps(breakdown, steps, rule.column),
-            })
-    for gpu in gpus:
-        util = gpu.get("utilization_ratio")
-        if util is not None and util < LOW_UTILIZATION_RATIO:
-            found.append({
-                "id": "low_gpu_utilization",
-                "severity": "high" if util < 0.2 else "medium",
-                "title": f"GPU {gpu['device']} is busy only {util:.1%} of the step time",
-                "detail": ("The GPU sits idle between kernels. Look at the step breakdown for what the host does "
-                           "meanwhile; larger batches, fewer host-device synchronisations, or torch.compile with "
-                           "CUDA graphs usually help."),
-                "evidence": [{"kind": "gpu", "device": gpu["device"], "utilization_ratio": util}],
-            })
-    rank = {"high": 0, "medium": 1, "low": 2}
-    return sorted(found, key=lambda r: rank[r["severity"]])
+def finding(id: str, severity: str, title: str, detail: str, numbers: dict[str, Any],
+            thresholds: dict[str, Any], evidence: list[dict[str, Any]]) -> Finding:
+    """One finding in the shape the API documents."""
+    return {"id": id, "severity": severity, "title": title, "detail": detail, "numbers": numbers,
+            "thresholds": thresholds, "evidence": evidence}
+
+
+def step_evidence(ctx: Context, index: int, **numbers: Any) -> dict[str, Any]:
+    """An evidence item for one step, with its own numbers."""
+    return {"kind": "step", "label": f"step {ctx.steps.names[index]}", "step": ctx.steps.names[index],
+            "start_us": float(ctx.steps.starts[index]), "end_us": float(ctx.steps.ends[index]), **numbers}
+
+
+def recommend(ctx: Context, rules: tuple[Rule, ...] | None = None) -> list[Finding]:
+    """Every rule's findings, most severe first (rule order within a severity)."""
+    from .rules import RULES  # the rules import this module's helpers
+
+    found: list[Finding] = []
+    for rule in RULES if rules is None else rules:
+        found += rule(ctx)
+    return sorted(found, key=lambda f: _SEVERITY_RANK[f["severity"]])

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from ..analysis.overview import overview
 from .deps import Memo, Selection, get_memo, select
+from .operators import op_tree
 
 
 class StepCosts(BaseModel):
@@ -45,7 +46,14 @@ class Recommendation(BaseModel):
     severity: Literal["high", "medium", "low"]
     title: str
     detail: str
+    numbers: dict[str, Any]
+    thresholds: dict[str, Any]
     evidence: list[dict[str, Any]]
+
+
+class Recommendations(BaseModel):
+    recommendations: list[Recommendation]
+    warnings: list[str]
 
 
 class Overview(BaseModel):
@@ -62,4 +70,15 @@ router = APIRouter(tags=["overview"])
 @router.get("/api/overview", response_model=Overview)
 def get_overview(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)) -> dict[str, Any]:
     """Per-step time breakdown (us) with its average, per-GPU summary, recommendations and warnings."""
-    return memo.get(sel.tables, ("overview",), lambda: overview(sel.tables))
+    return overview_of(sel, memo)
+
+
+def overview_of(sel: Selection, memo: Memo) -> dict[str, Any]:
+    return memo.get(sel.tables, ("overview",), lambda: overview(sel.tables, lambda: op_tree(sel, memo)))
+
+
+@router.get("/api/recommendations", response_model=Recommendations)
+def get_recommendations(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)) -> dict[str, Any]:
+    """Findings about this trace, most severe first: the list the overview embeds, each with its
+    numbers, thresholds and evidence (time ranges and event ids for the Trace view)."""
+    return {"recommendations": overview_of(sel, memo)["recommendations"], "warnings": []}

@@ -12,11 +12,11 @@ import json
 import os
 import pickle
 import pickletools
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import require_fixture
 from profboard.server.snapshot import (NotASnapshot, SnapshotError, SnapshotTooLarge, UnsafeSnapshot,
                                        active_timeline, allocator_state, build_history, load_snapshot,
                                        summary, top_sites)
@@ -85,8 +85,13 @@ def stack_agrees(tl: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def fixture_snap() -> dict:
-    return load_snapshot(require_fixture(FIXTURE))
+def fixture_path(fixtures_dir) -> Path:
+    return fixtures_dir / FIXTURE
+
+
+@pytest.fixture(scope="module")
+def fixture_snap(fixture_path) -> dict:
+    return load_snapshot(fixture_path)
 
 
 def test_fixture_summary_agrees_with_segment_sizes(fixture_snap):
@@ -190,9 +195,9 @@ def test_fixture_top_sites_account_for_every_allocation(fixture_snap):
     assert not any(r["file"] and "/site-packages/torch/" in r["file"] for r in sites["rows"])
 
 
-def test_fixture_gzip_reads_the_same(fixture_snap, tmp_path):
+def test_fixture_gzip_reads_the_same(fixture_snap, fixture_path, tmp_path):
     path = tmp_path / "snap.pickle.gz"
-    path.write_bytes(gzip.compress(require_fixture(FIXTURE).read_bytes()))
+    path.write_bytes(gzip.compress(fixture_path.read_bytes()))
     assert summary(load_snapshot(path)) == summary(fixture_snap)
 
 

@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_fixture
-
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (pip install -e '.[test]')")
 
 
@@ -30,14 +28,14 @@ class _Payload:
 
 
 @pytest.fixture(scope="module")
-def memory_server(start_server, tmp_path_factory: pytest.TempPathFactory):
+def memory_server(start_server, fixtures_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("memory_logdir")
-    snapshot = require_fixture("snapshots/resnet18_snapshot.pickle")
+    snapshot = fixtures_dir / "snapshots/resnet18_snapshot.pickle"
     runs = {"resnet50": "h100/resnet50_fp32", "legacy": "kineto_samples/resnet50_num_workers_0",
             "no_memory": "h100/compile_graph_breaks"}
     for name, rel in runs.items():
         (root / name).mkdir()
-        for trace in sorted(require_fixture(rel).glob("*.pt.trace.json*"))[:1]:
+        for trace in sorted((fixtures_dir / rel).glob("*.pt.trace.json*"))[:1]:
             shutil.copyfile(trace, root / name / trace.name)
     shutil.copyfile(snapshot, root / "resnet50" / "resnet18_snapshot.pickle")
     (root / "snapshot_only").mkdir()
