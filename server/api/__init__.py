@@ -7,6 +7,7 @@ A view whose `is_active` check fails is logged and hidden, never fatal.
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -17,7 +18,9 @@ from ..analysis import memory as memory_analysis
 from ..analysis import memory_curve as memory_curve_analysis
 from ..analysis import operators as operators_analysis
 from ..analysis import optree as optree_analysis
+from ..analysis.rules import RULES
 from ..analysis import overview as overview_analysis
+from ..analysis import recommendations as recommendations_analysis
 from ..analysis import steps as steps_analysis
 from ..analysis import tensor_cores as tensor_cores_analysis
 from ..analysis import timeline as timeline_analysis
@@ -26,7 +29,7 @@ from ..logdir import Run
 from ..snapshot import unpickle as snapshot_unpickle
 from ..trace.schema import Kind
 from ..trace.tables import TraceTables
-from . import kernels, memory, operators, overview, snapshot, trace
+from . import kernels, memory, operators, overview, recommendations, snapshot, trace
 
 log = logging.getLogger("profboard")
 
@@ -52,6 +55,8 @@ def _has(kind: Kind) -> Callable[[TraceTables], bool]:
 
 VIEWS: tuple[View, ...] = (
     View("overview", "Overview", overview.router, lambda tables: True, _about(overview_analysis, steps_analysis)),
+    View("recommendations", "Recommendations", recommendations.router, lambda tables: True,
+         _about(recommendations_analysis, *dict.fromkeys(sys.modules[rule.__module__] for rule in RULES))),
     View("operator", "Operator", operators.router, _has(Kind.CPU_OP), _about(operators_analysis, optree_analysis)),
     View("kernel", "Kernel", kernels.router, _has(Kind.KERNEL),
          _about(kernels_analysis, optree_analysis, tensor_cores_analysis)),

@@ -51,11 +51,6 @@ class Recommendation(BaseModel):
     evidence: list[dict[str, Any]]
 
 
-class Recommendations(BaseModel):
-    recommendations: list[Recommendation]
-    warnings: list[str]
-
-
 class Overview(BaseModel):
     steps: list[Step]
     average: StepCosts
@@ -75,10 +70,3 @@ def get_overview(sel: Selection = Depends(select), memo: Memo = Depends(get_memo
 
 def overview_of(sel: Selection, memo: Memo) -> dict[str, Any]:
     return memo.get(sel.tables, ("overview",), lambda: overview(sel.tables, lambda: op_tree(sel, memo)))
-
-
-@router.get("/api/recommendations", response_model=Recommendations)
-def get_recommendations(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)) -> dict[str, Any]:
-    """Findings about this trace, most severe first: the list the overview embeds, each with its
-    numbers, thresholds and evidence (time ranges and event ids for the Trace view)."""
-    return {"recommendations": overview_of(sel, memo)["recommendations"], "warnings": []}

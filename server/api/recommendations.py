@@ -1,0 +1,27 @@
+"""GET /api/recommendations: findings about one worker's trace, with their numbers, thresholds
+and evidence (the list the overview embeds)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel
+
+from .deps import Memo, Selection, get_memo, select
+from .overview import Recommendation, overview_of
+
+
+class Recommendations(BaseModel):
+    recommendations: list[Recommendation]
+    warnings: list[str]
+
+
+router = APIRouter(tags=["recommendations"])
+
+
+@router.get("/api/recommendations", response_model=Recommendations)
+def get_recommendations(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)) -> dict[str, Any]:
+    """Findings about this trace, most severe first, each with its numbers, thresholds and
+    evidence (time ranges and event ids that open the Trace view on the place)."""
+    return {"recommendations": overview_of(sel, memo)["recommendations"], "warnings": []}
