@@ -221,7 +221,8 @@ function renderPanel() {
   }
   if (ui.noWorkers) ui.noWorkers.hidden = !noWorkers;
 
-  const active = run && run.views.length ? run.views : state.views.map((v) => v.name);
+  // While a run loads, only views of its other files (snapshots) are known: offer them all.
+  const active = run && run.status !== "loading" && run.views.length ? run.views : state.views.map((v) => v.name);
   const viewOptions = state.views.length
     ? state.views.filter((v) => active.includes(v.name) || v.name === state.view).map((v) => ({
       value: v.name, label: v.title + (active.includes(v.name) ? "" : " (not for this run)"),
