@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from ..recommendations import Rule
 from . import step_shares, utilization
+from . import memory, parallel, syncs, tensor_cores
 
 RULES: tuple[Rule, ...] = (
     step_shares.dataloader_bound,
     step_shares.high_communication,
     utilization.low_gpu_utilization,
+    syncs.host_device_sync,
+    syncs.h2d_copy_in_step,
+    tensor_cores.tensor_cores_unused,
+    memory.memory_near_limit,
+    parallel.ddp_instead_of_dp,
 )
