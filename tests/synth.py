@@ -193,10 +193,11 @@ class Trace:
         return corr
 
     def copy(self, ts: float, dur: float, copy_ts: float, copy_dur: float, memset: bool = False,
-             **device_args: Any) -> int:
-        """`cudaMemcpyAsync` (or `cudaMemsetAsync`) and its device copy (or fill)."""
+             external_id: int | None = None, **device_args: Any) -> int:
+        """`cudaMemcpyAsync` (or `cudaMemsetAsync`) and its device copy (or fill); `external_id`
+        ties the call to the operator that made it."""
         call = "cudaMemsetAsync" if memset else "cudaMemcpyAsync"
-        corr = self.runtime(call, ts, dur)
+        corr = self.runtime(call, ts, dur, external_id=external_id)
         (self.memset if memset else self.memcpy)(copy_ts, copy_dur, correlation=corr, **device_args)
         return corr
 
@@ -298,3 +299,15 @@ def reference_pure_cpu() -> Trace:
     t.step(2, 300, 100, tid=123)
     t.op("aten::mm", 350, 40, tid=123)
     return t
+
+
+def rule_context(trace: Trace):
+    """The recommendations Context of a synthetic trace, built as the overview builds it."""
+    from profboard.server.analysis.overview import gpu_summary, step_breakdown
+    from profboard.server.analysis.recommendations import Context
+    from profboard.server.analysis.steps import detect_steps
+
+    tables = parse(trace.build())
+    steps = detect_steps(tables.events)
+    gpus = gpu_summary(tables.events, steps, tables.metadata.get("deviceProperties") or [])
+    return Context(tables, steps, step_breakdown(tables.events, steps), gpus)
