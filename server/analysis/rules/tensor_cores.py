@@ -131,7 +131,8 @@ def _advice(evidence: list[dict[str, Any]], capability: float) -> str:
     types = {t for e in evidence for t in e["input_types"]}
     precision_allows = all(e["tensor_cores_elsewhere"] for e in evidence)
     if precision_allows or ("float" not in types and types & set(_HALF_TYPES)):
-        return "Other calls of these operators do use tensor cores, or they already run in half precision: " + _SHAPES
+        return ("Precision is not what keeps them off the tensor cores (other calls of these operators use "
+                "them, or they run in half precision): " + _SHAPES)
     tf32 = ("enable TF32 (`torch.set_float32_matmul_precision(\"high\")` or "
             "`torch.backends.cuda.matmul.allow_tf32 = True`; `torch.backends.cudnn.allow_tf32` for "
             "convolutions), or " if capability >= TF32_COMPUTE_CAPABILITY else "")
