@@ -66,7 +66,7 @@ def _step_rows(breakdown: pd.DataFrame, steps: Steps) -> list[dict[str, Any]]:
     return [clean_row(row) for row in rows]
 
 
-def _device_of_kernels(kernels: pd.DataFrame) -> np.ndarray:
+def device_of_kernels(kernels: pd.DataFrame) -> np.ndarray:
     device = kernels["device"].to_numpy()
     missing = device < 0
     if missing.any():
@@ -83,7 +83,7 @@ def gpu_summary(events: pd.DataFrame, steps: Steps, device_properties: list[dict
         return []
     lo, hi = steps.span
     span = hi - lo
-    device = _device_of_kernels(kernels)
+    device = device_of_kernels(kernels)
     ts = kernels["ts"].to_numpy()
     end = ts + kernels["dur"].to_numpy()
     blocks = kernels["blocks_per_sm"].to_numpy()

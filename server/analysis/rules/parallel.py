@@ -20,7 +20,7 @@ import numpy as np
 
 from ...trace.schema import HOST_OP_KINDS, Kind
 from ..names import name_mask
-from ..overview import _device_of_kernels
+from ..overview import device_of_kernels
 from ..recommendations import Context, Finding, finding
 
 DP_FORWARD = "DataParallel.forward"
@@ -56,7 +56,7 @@ def _evidence(ctx: Context, rows: np.ndarray, kind: str) -> list[dict[str, Any]]
 def _gpus_with_kernels(ctx: Context) -> int:
     events = ctx.tables.events
     kernels = events[events["kind"].to_numpy() == Kind.KERNEL]
-    return len(set(_device_of_kernels(kernels).tolist()) - {-1}) if len(kernels) else 0
+    return len(set(device_of_kernels(kernels).tolist()) - {-1}) if len(kernels) else 0
 
 
 def ddp_instead_of_dp(ctx: Context) -> list[Finding]:

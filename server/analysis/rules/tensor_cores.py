@@ -27,7 +27,7 @@ import pandas as pd
 from ...trace.schema import Kind
 from ..names import name_mask
 from ..optree import subtree_sums
-from ..overview import _device_of_kernels
+from ..overview import device_of_kernels
 from ..recommendations import Context, Finding, finding
 from ..tensor_cores import is_tc_eligible_op
 
@@ -74,7 +74,7 @@ def _unused_kernels(ctx: Context) -> pd.DataFrame:
     lo, hi = ctx.steps.span
     ts = events["ts"].to_numpy()[kernels]
     inside = np.clip(np.minimum(ts + events["dur"].to_numpy()[kernels], hi) - np.maximum(ts, lo), 0.0, None)
-    device = _device_of_kernels(events.iloc[kernels])
+    device = device_of_kernels(events.iloc[kernels])
     keep = unused & (inside > 0)
     return pd.DataFrame({"device": device[keep], "node": call[keep], "us": inside[keep]})
 
