@@ -231,5 +231,5 @@ def test_steps_and_evidence_link_to_their_time_range_in_the_trace_view(overview,
     href = links.first.get_attribute("href")
     assert href.startswith("/trace?") and f"run={H100_RUN}" in href
     assert f"start_us={first['start_us']}" in href and f"end_us={first['end_us']}" in href
-    timed = [e for r in data["recommendations"] for e in r["evidence"] if "start_us" in e]
-    expect(overview.part("recommendations").locator(css_testid("trace-link"))).to_have_count(len(timed))
+    placed = [e for r in data["recommendations"] for e in r["evidence"] if "start_us" in e or "event_id" in e]
+    expect(overview.part("recommendations").locator(css_testid("trace-link"))).to_have_count(len(placed))

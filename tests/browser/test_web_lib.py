@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytestmark = pytest.mark.browser
@@ -10,7 +12,8 @@ pytestmark = pytest.mark.browser
 @pytest.fixture
 def lib(page, server):
     """Calls `expression` with the helper modules imported as `format`, `dom`, `table`, `url`, `pie`, `frames`,
-    `viewport`, `lanes`, `gestures`, `counters`, `eventpanel`, `tracesearch`."""
+    `viewport`, `lanes`, `gestures`, `counters`, `eventpanel`, `tracesearch`, `findings`, and the Recommendations
+    view's shaping as `recs`."""
     page.goto(f"{server}/static/css/profboard.css")  # any same-origin HTML document can import the modules
 
     def run(expression: str):
@@ -27,6 +30,8 @@ def lib(page, server):
             const counters = await import("/static/js/lib/counters.js");
             const eventpanel = await import("/static/js/lib/eventpanel.js");
             const tracesearch = await import("/static/js/lib/tracesearch.js");
+            const findings = await import("/static/js/lib/findings.js");
+            const recs = await import("/static/js/recommendations.js");
             return ({expression});
         }}""")
     return run
@@ -70,6 +75,92 @@ def test_format_ratio_and_fields(lib):
     assert lib("format.formatRatio(null)") == "n/a"
     assert lib('format.formatField("sync_us", 2500)') == "2.50 ms"
     assert lib('format.fieldLabel("achieved_occupancy_ratio")') == "achieved occupancy"
+
+
+STEP_EVIDENCE = {"kind": "step", "label": "step 5", "step": "5", "start_us": 1000.5, "end_us": 3000.0,
+                 "dataloader_us": 1234.0}
+SYNC_EVIDENCE = {"kind": "operator", "label": "aten::item at train.py(42): loss", "event_id": 77, "start_us": 2000.0,
+                 "end_us": 2010.0, "op": "aten::item", "frame": "train.py(42): loss", "step": "5", "count": 1,
+                 "blocked_us": 250.0, "pinned": False, "frames": ["train.py(42): loss", "train.py(9): main"],
+                 "calls": ["cudaStreamSynchronize"]}
+
+
+@pytest.mark.parametrize("evidence, text", [
+    (STEP_EVIDENCE, "step 5: dataloader 1.23 ms"),  # the step is in the label, its range in the link
+    ({"kind": "gpu", "label": "GPU 0", "device": 0, "utilization_ratio": 0.343}, "GPU 0: utilization 34.30 %"),
+    ({"kind": "gpu", "label": "GPU 1", "device": 10}, "GPU 1: device 10"),  # "1" is not "10"
+    # op and frame are spelled out by the label; step 5 is not (a step id only counts in step/device fields)
+    (SYNC_EVIDENCE, "aten::item at train.py(42): loss: step 5, count 1, blocked 250 us, pinned: no"),
+    ({"kind": "range", "start_us": 1, "end_us": 2, "peak_bytes": 3 * 2**30}, "range: peak 3.00 GB"),
+    ({"kind": "step", "label": "step 1"}, "step 1"),
+], ids=["step", "gpu", "gpu-whole-word", "operator", "no-label", "label-only"])
+def test_evidence_text_prefers_the_label_then_formats_fields(lib, evidence, text):
+    assert lib(f"findings.evidenceText({json.dumps(evidence)})") == text
+
+
+def test_findings_sort_by_severity_stably(lib):
+    order = lib("""findings.sortFindings([
+        {id: "a", severity: "low"}, {id: "b", severity: "high"}, {id: "c", severity: "odd"},
+        {id: "d", severity: "medium"}, {id: "e", severity: "high"}]).map((f) => f.id)""")
+    assert order == ["b", "e", "d", "a", "c"]
+
+
+def test_evidence_target_selects_the_culprit_in_a_window_around_it(lib):
+    # A 10 us event gets a window of max(10 / 0.4, 20) = 25 us centred on it: 1992.5 .. 2017.5.
+    assert lib(f"findings.evidenceTarget({json.dumps(SYNC_EVIDENCE)})") == {"start_us": 1992.5, "end_us": 2017.5,
+                                                                          "select": 77}
+    assert lib(f"findings.evidenceTarget({json.dumps(STEP_EVIDENCE)})") == {"start_us": 1000.5, "end_us": 3000}
+    assert lib('findings.evidenceTarget({kind: "op", event_id: 5})') == {"select": 5}
+    assert lib('findings.evidenceTarget({kind: "gpu", device: 0})') is None
+    sel = '{run: "r", worker: "w", span: "1"}'
+    assert lib(f"findings.traceLink({sel}, {json.dumps(SYNC_EVIDENCE)}, 'x').getAttribute('href')") == \
+        "/trace?run=r&worker=w&span=1&end_us=2017.5&select=77&start_us=1992.5"
+    assert lib(f"findings.operatorLink({sel}, {json.dumps(SYNC_EVIDENCE)}, 'x').getAttribute('href')") == \
+        "/operator?run=r&worker=w&span=1&q=aten%3A%3Aitem"
+    assert lib(f"findings.operatorLink({sel}, {json.dumps(STEP_EVIDENCE)}, 'x')") is None
+    assert lib(f"findings.evidenceLists({json.dumps(SYNC_EVIDENCE)})") == [
+        {"key": "frames", "label": "frames", "items": ["train.py(42): loss", "train.py(9): main"]},
+        {"key": "calls", "label": "calls", "items": ["cudaStreamSynchronize"]},
+    ]
+
+
+def test_measure_rows_put_thresholds_beside_their_numbers(lib):
+    rows = lib("""findings.measureRows({
+        numbers: {share_ratio: 0.3337, dataloader_us: 59261.8, device: 0},
+        thresholds: {share_ratio: 0.05, high_share_ratio: 0.25, high_below_ratio: 0.2}})""")
+    assert rows == [
+        {"key": "share_ratio", "label": "share", "value": "33.37 %",
+         "thresholds": [{"label": "", "value": "5.00 %"}, {"label": "high", "value": "25.00 %"}]},
+        {"key": "dataloader_us", "label": "dataloader", "value": "59.3 ms", "thresholds": []},
+        {"key": "device", "label": "device", "value": "0", "thresholds": []},
+        # about no number: a row of its own, without a value
+        {"key": "high_below_ratio", "label": "high below", "value": None, "thresholds": [{"label": "", "value": "20.00 %"}]},
+    ]
+    assert lib("findings.measureRows({})") == []
+
+
+@pytest.mark.parametrize("param, shown, back", [
+    (None, ["high", "medium", "low"], None),
+    ("", ["high", "medium", "low"], None),
+    ("high,low", ["high", "low"], "high,low"),
+    ("low,high", ["high", "low"], "high,low"),  # written in severity order
+    ("none", [], "none"),
+    ("junk", ["high", "medium", "low"], None),  # a hand-edited URL naming nothing we know shows all
+], ids=["absent", "empty", "two", "reordered", "none", "junk"])
+def test_severity_filter_parameter_round_trips(lib, param, shown, back):
+    arg = json.dumps(param) if param is not None else "undefined"
+    assert lib(f"[...recs.parseSeverityFilter({arg})]") == shown
+    assert lib(f"recs.severityFilterParam(recs.parseSeverityFilter({arg}))") == back
+
+
+def test_visible_findings_and_count_text(lib):
+    shown = lib("""recs.visibleFindings([{id: "a", severity: "low"}, {id: "b", severity: "high"},
+        {id: "c", severity: "medium"}, {id: "d", severity: "odd"}], new Set(["low", "high"])).map((f) => f.id)""")
+    assert shown == ["b", "a", "d"]  # an unknown severity is never filtered out
+    assert lib('recs.severityCounts([{severity: "low"}, {severity: "low"}, {severity: "high"}])') == \
+        {"high": 1, "medium": 0, "low": 2}
+    assert lib("recs.countText(1, 1)") == "1 finding"
+    assert lib("recs.countText(2, 3)") == "2 of 3 findings shown"
 
 
 def test_note_renders_paragraphs_bullets_numbers_and_code(lib):
@@ -198,8 +289,7 @@ def test_pie_labels_are_short_distinct_and_escaped(lib):
 
 def test_frames_text_links_and_copy(lib):
     def call(fn: str, frame: dict):
-        import json
-        return lib(f"frames.{fn}({json.dumps(frame)})")
+            return lib(f"frames.{fn}({json.dumps(frame)})")
     rel = {"file": "torch/nn/modules/conv.py", "line": 534, "function": "_conv_forward"}
     absolute = {"file": "/home/me/my run/train.py", "line": 42, "function": "forward"}
     windows = {"file": "C:\\work\\main.py", "line": 7, "function": "<module>"}

@@ -9,12 +9,13 @@
 
 import { getJSON } from "./lib/api.js";
 import { byTestId, clear, el, inlineCode, showWarnings } from "./lib/dom.js";
+import { evidenceList, severityBadge, sortFindings, traceLink } from "./lib/findings.js";
 import {
-  STEP_CATEGORIES, fieldLabel, formatBytes, formatField, formatRatio, formatText, formatUs, timeAxis,
+  STEP_CATEGORIES, formatBytes, formatRatio, formatText, formatUs, timeAxis,
 } from "./lib/format.js";
 import { draw, layout, purgeAll } from "./lib/plot.js";
 import { buildTable, parseSort, sortToText } from "./lib/table.js";
-import { traceHref, updateQuery } from "./lib/url.js";
+import { updateQuery, viewHref } from "./lib/url.js";
 
 /**
  * @typedef {{total_us: number, kernel_us: number, memcpy_us: number, memset_us: number,
@@ -24,8 +25,7 @@ import { traceHref, updateQuery } from "./lib/url.js";
  * @typedef {{device: number, name: string|null, memory_bytes: number|null, compute_capability: string|null,
  *            utilization_ratio: number|null, sm_efficiency_ratio: number|null,
  *            achieved_occupancy_ratio: number|null, tensor_core_ratio: number|null}} Gpu
- * @typedef {{kind: string, [key: string]: any}} Evidence
- * @typedef {{id: string, severity: "high"|"medium"|"low", title: string, detail: string, evidence: Evidence[]}} Recommendation
+ * @typedef {import("./lib/findings.js").Finding} Recommendation
  * @typedef {{steps: Step[], average: StepCosts, gpus: Gpu[], recommendations: Recommendation[], warnings: string[]}} Overview
  */
 
@@ -40,8 +40,6 @@ export const CATEGORY_COLORS = Object.freeze({
   cpu_exec_us: "#59a14f",
   other_us: "#bab0ac",
 });
-
-const SEVERITY_ORDER = { high: 0, medium: 1, low: 2 };
 
 // ---------------------------------------------------------------- fetch
 
@@ -206,58 +204,6 @@ export function gpuFields(gpu) {
 }
 
 /**
- * One line of readable evidence: "step 5: 12.3 ms", "GPU 0: utilization 34.30 %".
- * @param {Evidence} evidence
- * @returns {string}
- */
-export function evidenceText(evidence) {
-  const { kind, ...fields } = evidence;
-  /** @type {string} */ let head;
-  /** @type {string[]} */ const skip = [];
-  if (kind === "step") {
-    const duration = typeof fields.end_us === "number" && typeof fields.start_us === "number"
-      ? fields.end_us - fields.start_us : fields.duration_us;
-    head = `step ${fields.step ?? "?"}${duration !== undefined ? `: ${formatUs(duration)}` : ""}`;
-    skip.push("step", "start_us", "end_us", "duration_us");
-  } else if (kind === "gpu") {
-    head = `GPU ${fields.device ?? "?"}`;
-    skip.push("device");
-  } else {
-    head = String(kind ?? "evidence");
-  }
-  const extras = Object.entries(fields)
-    .filter(([key, value]) => !skip.includes(key) && value !== null && typeof value !== "object")
-    .map(([key, value]) => `${fieldLabel(key)} ${formatField(key, value)}`);
-  if (!extras.length) return head;
-  return kind === "step" ? `${head} (${extras.join(", ")})` : `${head}: ${extras.join(", ")}`;
-}
-
-/**
- * Recommendations, most severe first (stable within a severity).
- * @param {Recommendation[]} recommendations
- * @returns {Recommendation[]}
- */
-export function sortRecommendations(recommendations) {
-  return recommendations
-    .map((r, i) => ({ r, i }))
-    .sort((a, b) => (SEVERITY_ORDER[a.r.severity] ?? 3) - (SEVERITY_ORDER[b.r.severity] ?? 3) || a.i - b.i)
-    .map(({ r }) => r);
-}
-
-/**
- * A link to the trace view over `item`'s time range, or null when it has none.
- * @param {{run?: string, worker?: string, span?: string}} selection
- * @param {{start_us?: number, end_us?: number}} item
- * @param {string} text
- * @returns {HTMLElement|null}
- */
-function traceLink(selection, item, text) {
-  if (typeof item.start_us !== "number" || typeof item.end_us !== "number") return null;
-  return el("a", { class: "trace-link", text, testid: "trace-link", title: "Open this time range in the trace view",
-    attrs: { href: traceHref(selection, { start_us: item.start_us, end_us: item.end_us }) } });
-}
-
-/**
  * Columns of the per-step table: step (a link to its time range in the trace view), total, then
  * each category.
  * @param {{run?: string, worker?: string, span?: string}} [selection]
@@ -331,26 +277,27 @@ function drawSummary(headline, node, average, stepCount) {
 }
 
 /**
+ * The compact list of findings: severity, title, suggestion, evidence with links into the Trace view.
  * @param {HTMLElement} node
+ * @param {HTMLAnchorElement} details the card's link to the Recommendations view
  * @param {Recommendation[]} recommendations
  * @param {{run?: string, worker?: string, span?: string}} selection
  */
-function drawRecommendations(node, recommendations, selection) {
+function drawRecommendations(node, details, recommendations, selection) {
+  const { run, worker, span } = selection;
+  details.href = viewHref("recommendations", { run, worker, span });
   if (!recommendations.length) {
     node.replaceChildren(el("p", { class: "empty", text: "Nothing stood out in this trace." }));
     return;
   }
-  node.replaceChildren(el("ul", { class: "rec-list" }, sortRecommendations(recommendations).map((r) =>
-    el("li", { class: `rec rec-${r.severity}`, attrs: { "data-id": r.id } }, [
+  node.replaceChildren(el("ul", { class: "rec-list" }, sortFindings(recommendations).map((r) =>
+    el("li", { class: `rec rec-${r.severity}`, testid: "recommendation", attrs: { "data-id": r.id } }, [
       el("div", { class: "rec-head" }, [
-        el("span", { class: `badge badge-${r.severity}`, text: r.severity }),
+        severityBadge(r.severity),
         el("span", { class: "rec-title", text: r.title }),
       ]),
       r.detail ? el("p", { class: "rec-detail" }, inlineCode(r.detail)) : null,
-      r.evidence && r.evidence.length
-        ? el("ul", { class: "rec-evidence", attrs: { "aria-label": "Evidence" } },
-          r.evidence.map((e) => el("li", {}, [evidenceText(e), " ", traceLink(selection, e, "in the trace")])))
-        : null,
+      evidenceList(selection, r.evidence),
     ]))));
 }
 
@@ -412,7 +359,8 @@ export async function mount(root, params, { signal } = {}) {
   showWarnings(byTestId(root, "warnings"), data.warnings || []);
   drawGpus(byTestId(root, "gpu-summary"), data.gpus || []);
   drawSummary(byTestId(root, "average-step"), byTestId(root, "execution-summary"), average, steps.length);
-  drawRecommendations(byTestId(root, "recommendations"), data.recommendations || [], params);
+  drawRecommendations(byTestId(root, "recommendations"),
+    /** @type {HTMLAnchorElement} */ (byTestId(root, "recommendations-link")), data.recommendations || [], params);
   drawStepTable(byTestId(root, "step-table"), steps, average, params.sort, params);
   await Promise.all([
     drawStepChart(byTestId(root, "step-chart"), steps, average),
