@@ -1,0 +1,262 @@
+"""The Recommendations view in Chromium: a card per finding as the API lists them, numbers beside
+their thresholds, evidence links that open the Trace (and Operator) view on the place, the
+severity filter kept in the URL, the empty state, and the Overview's panel linking here."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from playwright.sync_api import Locator, Page, expect
+
+from browser_pages import OverviewPage, ShellPage, TracePage, css_testid
+
+pytestmark = pytest.mark.browser
+
+H100_RUN = "resnet50_fp32"
+V100_RUN = "resnet50_num_workers_0"  # num_workers=0: the DataLoader takes a third of each step
+BROKEN_RUN = "broken_trace"  # conftest writes it: truncated JSON
+H100_SEL = f"run={H100_RUN}&worker=h100_worker0&span=1"
+V100_SEL = f"run={V100_RUN}&worker=worker0&span=1"
+
+
+class RecommendationsPage(ShellPage):
+    view = "recommendations"
+
+    def part(self, name: str) -> Locator:
+        return self.root().locator(css_testid(name))
+
+    def wait_drawn(self) -> "RecommendationsPage":
+        """Waits until the cards (or the empty or filtered-out note) are there and the view is idle."""
+        expect(self.root()).to_be_visible()
+        expect(self.part("findings").locator(f'{css_testid("finding")}, {css_testid("empty")}, p').first).to_be_attached()
+        expect(self.root()).not_to_have_attribute("aria-busy", "true")
+        return self
+
+    def cards(self) -> Locator:
+        return self.part("findings").locator(css_testid("finding"))
+
+    def severity(self, name: str) -> Locator:
+        return self.part(f"severity-{name}")
+
+
+def query_of(href: str) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(urlparse(href).query).items()}
+
+
+def fmt_ratio(ratio: float) -> str:
+    """format.js's formatRatio."""
+    return f"{ratio * 100:.2f} %"
+
+
+def first_event(api, name: str) -> dict:
+    """The first event named `name` in the H100 trace (id, start_us, dur_us)."""
+    found = api(f"/api/trace/search?{H100_SEL}&q={name}")
+    assert found["matches"], f"no {name} in the H100 trace"
+    return found["matches"][0]
+
+
+def synthetic_findings(event: dict) -> list[dict]:
+    """Findings in the API's general shape, one per severity and listed least severe first, the
+    high one with an operator as its culprit event (the shape of the host-device sync rule's)."""
+    start, end = event["start_us"], event["start_us"] + event["dur_us"]
+    return [
+        {"id": "tensor_cores_unused", "severity": "low", "title": "Matmuls run without tensor cores",
+         "detail": "Enable TF32 with `torch.backends.cuda.matmul.allow_tf32 = True`.",
+         "numbers": {"tc_eligible_us": 1234.5}, "thresholds": {}, "evidence": []},
+        {"id": "host_device_sync", "severity": "high", "title": "A sync blocks the host every step",
+         "detail": "Keep values on the GPU instead of calling `.item()`.",
+         "numbers": {"blocked_ratio": 0.125, "syncs_per_step": 3},
+         "thresholds": {"high_blocked_ratio": 0.1, "medium_blocked_ratio": 0.01},
+         "evidence": [{"kind": "operator", "label": f"{event['name']} at train.py(42): loss", "event_id": event["id"],
+                       "start_us": start, "end_us": end, "op": event["name"], "frame": "train.py(42): loss",
+                       "frames": ["train.py(42): loss", "train.py(80): main"], "calls": ["cudaStreamSynchronize"],
+                       "blocked_us": 2500.0, "count": 7}]},
+        {"id": "memory_near_limit", "severity": "medium", "title": "Peak memory is near the device's capacity",
+         "detail": "Lower the batch size.", "numbers": {"peak_bytes": 80 * 2**30},
+         "thresholds": {"capacity_ratio": 0.9}, "evidence": [{"kind": "range", "label": "the peak", "start_us": start,
+                                                               "end_us": end}]},
+    ]
+
+
+@pytest.fixture
+def recs(page, server) -> RecommendationsPage:
+    return RecommendationsPage(page, server)
+
+
+def test_recommendations_cards_match_the_api(recs, api, shots):
+    data = api(f"/api/recommendations?{V100_SEL}")
+    assert data["recommendations"], "the num_workers=0 sample should raise findings"
+    recs.open(V100_SEL).wait_drawn()
+    cards = recs.cards()
+    expect(cards).to_have_count(len(data["recommendations"]))
+    rank = {"high": 0, "medium": 1, "low": 2}
+    expected = sorted(data["recommendations"], key=lambda f: rank[f["severity"]])  # stable: the API's order within one
+    assert cards.locator(css_testid("finding-title")).all_inner_texts() == [f["title"] for f in expected]
+    assert cards.locator(css_testid("finding-id")).all_inner_texts() == [f["id"] for f in expected]
+    assert [cards.nth(i).get_attribute("data-severity") for i in range(cards.count())] == [f["severity"] for f in expected]
+    for i, finding in enumerate(expected):
+        card = cards.nth(i)
+        # The suggestion, its backticked code as <code>.
+        first_code = finding["detail"].split("`")[1] if "`" in finding["detail"] else None
+        if first_code:
+            expect(card.locator(f'{css_testid("finding-detail")} code').first).to_have_text(first_code)
+        items = card.locator(css_testid("evidence-item"))
+        expect(items).to_have_count(len(finding["evidence"]))
+        for j, evidence in enumerate(finding["evidence"]):
+            # A culprit event opens selected; a range opens as itself; an item with neither has no link.
+            links = items.nth(j).locator(css_testid("trace-link"))
+            if "event_id" not in evidence and "start_us" not in evidence:
+                expect(links).to_have_count(0)
+                continue
+            query = query_of(links.get_attribute("href"))
+            if "event_id" in evidence:
+                assert query["select"] == str(evidence["event_id"])
+            else:
+                assert float(query["start_us"]) == evidence["start_us"] and "select" not in query
+            expect(items.nth(j).locator(css_testid("operator-link"))).to_have_count(1 if evidence.get("op") else 0)
+    dataloader = next(f for f in expected if f["id"] == "dataloader_bound")
+    card = cards.filter(has=recs.page.locator('[data-testid="finding-id"]', has_text="dataloader_bound"))
+    share = card.locator('[data-key="share_ratio"]')
+    expect(share.locator(css_testid("number-value"))).to_have_text(fmt_ratio(dataloader["numbers"]["share_ratio"]))
+    threshold = share.locator(css_testid("number-threshold"))
+    expect(threshold).to_contain_text(fmt_ratio(dataloader["thresholds"]["share_ratio"]))
+    expect(threshold).to_contain_text(f"high: {fmt_ratio(dataloader['thresholds']['high_share_ratio'])}")
+    expect(card.locator('[data-key="dataloader_us"]')).to_contain_text("ms")  # formatted by its _us suffix
+    expect(card.locator(css_testid("evidence-item")).first).to_contain_text(dataloader["evidence"][0]["label"])
+    expect(recs.part("severity-high-count")).to_have_text(str(sum(f["severity"] == "high" for f in expected)))
+    expect(recs.about().locator("summary")).to_have_text("How these numbers are computed")
+    recs.screenshot(shots, "recommendations", full=True)
+    assert recs.page.errors == []
+
+
+def test_range_evidence_opens_the_trace_view_on_that_step(recs, api):
+    data = api(f"/api/recommendations?{V100_SEL}")
+    evidence = next(e for f in data["recommendations"] for e in f["evidence"] if "start_us" in e)
+    recs.open(V100_SEL).wait_drawn()
+    link = recs.cards().first.locator(css_testid("trace-link")).first
+    query = query_of(link.get_attribute("href"))
+    assert urlparse(link.get_attribute("href")).path == "/trace"
+    assert {k: query[k] for k in ("run", "worker", "span")} == {"run": V100_RUN, "worker": "worker0", "span": "1"}
+    assert float(query["start_us"]) == evidence["start_us"] and float(query["end_us"]) == evidence["end_us"]
+    assert "select" not in query  # a step is a range, not one culprit event
+    link.click()
+    trace = TracePage(recs.page, recs.base).wait_drawn()
+    start, end = trace.window()
+    span = evidence["end_us"] - evidence["start_us"]
+    assert abs(start - evidence["start_us"]) < span * 1e-3 and abs(end - evidence["end_us"]) < span * 1e-3
+    assert trace.drawn_boxes() > 0
+    assert recs.page.errors == []
+
+
+def test_event_evidence_selects_the_event_and_links_its_operator(recs, api, server, shots):
+    """A culprit event (`event_id`) opens the Trace view with it selected in a window around it; an
+    `op` field links to the Operator view searching for it; lists fold under the line."""
+    event = first_event(api, "aten::conv2d")
+    page: Page = recs.page
+    body = {"recommendations": synthetic_findings(event), "warnings": []}
+    page.route("**/api/recommendations?*", lambda route: route.fulfill(json=body))
+    recs.open(H100_SEL).wait_drawn()
+    card = recs.cards().first
+    expect(card.locator(css_testid("finding-id"))).to_have_text("host_device_sync")
+    item = card.locator(css_testid("evidence-item"))
+    # The label names the op and frame; the line adds what was measured, formatted by unit.
+    expect(item.locator(".rec-evidence-text")).to_have_text(
+        f"{event['name']} at train.py(42): loss: blocked 2.50 ms, count 7")
+    expect(item.locator("details summary")).to_have_text(["frames (2)", "calls (1)"])
+    rows = card.locator(css_testid("numbers")).locator("tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.first.locator(css_testid("number-threshold"))).to_have_text("high: 10.00 %medium: 1.00 %")
+    expect(recs.cards().nth(1).locator('[data-key="peak_bytes"]')).to_contain_text("80.00 GB")
+    expect(recs.cards().nth(1).locator('[data-key="capacity_ratio"] [data-testid="number-value"]')).to_have_text("—")
+
+    operator = item.locator(css_testid("operator-link"))
+    assert query_of(operator.get_attribute("href")) == {"run": H100_RUN, "worker": "h100_worker0", "span": "1",
+                                                       "q": event["name"]}
+    link = item.locator(css_testid("trace-link"))
+    query = query_of(link.get_attribute("href"))
+    assert query["select"] == str(event["id"])
+    start, end = float(query["start_us"]), float(query["end_us"])
+    assert start < event["start_us"] and end > event["start_us"] + event["dur_us"]
+    assert (event["dur_us"]) / (end - start) == pytest.approx(0.4, rel=0.01) or end - start == pytest.approx(20, rel=0.01)
+    recs.screenshot(shots, "recommendations_event_evidence")
+
+    link.click()
+    trace = TracePage(page, recs.base).wait_drawn()
+    trace.wait_details(event["id"])
+    shown_start, shown_end = trace.window()
+    assert shown_start == pytest.approx(start, abs=0.01) and shown_end == pytest.approx(end, abs=0.01)
+    assert trace.query()["select"] == str(event["id"])
+    page.go_back()
+    recs.wait_drawn()
+    recs.cards().first.locator(css_testid("operator-link")).click()
+    expect(page.locator(f'[data-view="operator"] {css_testid("search")}')).to_have_value(event["name"])
+    assert page.errors == []
+
+
+def test_severity_filter_round_trips_the_url(recs, api):
+    event = first_event(api, "aten::conv2d")
+    body = {"recommendations": synthetic_findings(event), "warnings": []}
+    recs.page.route("**/api/recommendations?*", lambda route: route.fulfill(json=body))
+    recs.open(H100_SEL).wait_drawn()
+    assert [recs.cards().nth(i).get_attribute("data-severity") for i in range(3)] == ["high", "medium", "low"]
+    expect(recs.part("finding-count")).to_have_text("3 findings")
+    recs.severity("high").uncheck()
+    assert recs.query()["severity"] == "medium,low"
+    expect(recs.cards()).to_have_count(2)
+    expect(recs.part("finding-count")).to_have_text("2 of 3 findings shown")
+    recs.page.reload()
+    recs.wait_drawn()
+    expect(recs.severity("high")).not_to_be_checked()
+    expect(recs.severity("medium")).to_be_checked()
+    expect(recs.cards()).to_have_count(2)
+    recs.severity("medium").uncheck()
+    recs.severity("low").uncheck()
+    assert recs.query()["severity"] == "none"
+    expect(recs.part("filtered-out")).to_be_visible()
+    for name in ("high", "medium", "low"):
+        recs.severity(name).check()
+    assert "severity" not in recs.query()
+    expect(recs.cards()).to_have_count(3)
+    assert recs.page.errors == []
+
+
+def test_no_findings_says_so_and_points_to_the_rules(recs):
+    recs.page.route("**/api/recommendations?*", lambda route: route.fulfill(json={"recommendations": [], "warnings": []}))
+    recs.open(H100_SEL).wait_drawn()
+    expect(recs.part("empty")).to_contain_text("Nothing stood out in this trace")
+    expect(recs.about()).not_to_have_attribute("open", "")
+    recs.part("open-about").click()
+    expect(recs.about()).to_have_attribute("open", "")
+    expect(recs.about()).to_contain_text("dataloader_bound")
+    expect(recs.part("finding-count")).to_have_text("")
+    assert recs.page.errors == []
+
+
+def test_unreadable_trace_shows_error_and_other_runs_work(recs):
+    recs.open(f"run={BROKEN_RUN}")
+    expect(recs.error()).to_contain_text("could not be read")
+    recs.choose("run", V100_RUN)
+    recs.wait_drawn()
+    expect(recs.error()).to_be_hidden()
+    expect(recs.cards().first).to_be_visible()
+    assert all("422" in e for e in recs.page.errors), recs.page.errors
+
+
+def test_overview_panel_lists_findings_and_links_to_this_view(page, server, api, shots):
+    overview = OverviewPage(page, server)
+    overview.open(V100_SEL).wait_drawn()
+    data = api(f"/api/recommendations?{V100_SEL}")
+    panel = overview.part("recommendations")
+    expect(panel.locator(css_testid("recommendation"))).to_have_count(len(data["recommendations"]))
+    expect(panel).to_contain_text(data["recommendations"][0]["title"])
+    expect(panel.locator(css_testid("numbers"))).to_have_count(0)  # compact: numbers are in the view
+    details = overview.part("recommendations-link")
+    assert query_of(details.get_attribute("href")) == {"run": V100_RUN, "worker": "worker0", "span": "1"}
+    panel.locator("xpath=..").scroll_into_view_if_needed()
+    panel.locator("xpath=..").screenshot(path=str(shots / "overview_recommendations.png"))
+    details.click()
+    recs = RecommendationsPage(page, server).wait_drawn()
+    assert recs.query() == {"run": V100_RUN, "worker": "worker0", "span": "1"}
+    expect(recs.cards()).to_have_count(len(data["recommendations"]))
+    assert page.errors == []
