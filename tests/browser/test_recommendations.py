@@ -260,3 +260,16 @@ def test_overview_panel_lists_findings_and_links_to_this_view(page, server, api,
     assert recs.query() == {"run": V100_RUN, "worker": "worker0", "span": "1"}
     expect(recs.cards()).to_have_count(len(data["recommendations"]))
     assert page.errors == []
+
+
+def test_recommendations_fit_a_narrow_window(recs, shots):
+    recs.page.set_viewport_size({"width": 760, "height": 900})
+    recs.open(V100_SEL).wait_drawn()
+    overflow = recs.page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0
+    cards = recs.cards()
+    for i in range(cards.count()):
+        width = cards.nth(i).evaluate("(card) => card.scrollWidth - card.clientWidth")
+        assert width <= 0, f"card {i} overflows by {width}px"
+    recs.screenshot(shots, "recommendations_narrow", full=True)
+    assert recs.page.errors == []
