@@ -27,8 +27,8 @@ def test_data_parallel_over_several_gpus():
     [found] = ddp_instead_of_dp(ctx)
     assert found["severity"] == "medium"
     # Broadcast 40 + Gather 50 = 90 us in the one step
-    assert found["numbers"] == {"gpus": 2, "data_parallel_forward_calls": 1, "data_parallel_forward_us_per_step": 500.0,
-                                "replication_calls": 2, "replication_us_per_step": 90.0}
+    assert found["numbers"] == {"gpus": 2, "data_parallel_forward_calls": 1, "data_parallel_forward_per_step_us": 500.0,
+                                "replication_calls": 2, "replication_per_step_us": 90.0}
     assert [e["label"] for e in found["evidence"]] == ["DataParallel.forward", "Broadcast", "Gather"]
     assert ctx.tables.events["name"].iloc[found["evidence"][0]["event_id"]] == "DataParallel.forward"
 

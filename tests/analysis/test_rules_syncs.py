@@ -49,7 +49,7 @@ def test_item_sync_blocks_the_host():
     [found] = host_device_sync(rule_context(t))
     # blocked: DtoH copy call 10 + sync 70 = 80 us of a 1000 us step = 8% -> medium (1%..10%)
     assert found["severity"] == "medium"
-    assert found["numbers"] == {"syncs_per_step": 1.0, "blocked_us_per_step": 80.0, "blocked_ratio": 0.08,
+    assert found["numbers"] == {"syncs_per_step": 1.0, "blocked_per_step_us": 80.0, "blocked_ratio": 0.08,
                                 "step_us": 1000.0}
     assert found["thresholds"] == {"high_blocked_ratio": 0.1, "medium_blocked_ratio": 0.01}
     [site] = found["evidence"]
@@ -105,12 +105,12 @@ def test_pageable_copy_mid_step_is_an_h2d_copy_and_a_sync():
     ctx = rule_context(t)
     [copy] = h2d_copy_in_step(ctx)
     # copy call 5 + its sync 40 = 45 us of 1000 = 4.5% -> medium
-    assert copy["numbers"] == {"copies_per_step": 1.0, "bytes_per_step": 40.0, "blocked_us_per_step": 45.0,
+    assert copy["numbers"] == {"copies_per_step": 1.0, "per_step_bytes": 40.0, "blocked_per_step_us": 45.0,
                                "blocked_ratio": 0.045, "step_us": 1000.0}
     assert copy["severity"] == "medium"
     assert [e["op"] for e in copy["evidence"]] == ["aten::to"]
     [sync] = host_device_sync(ctx)
-    assert sync["numbers"]["blocked_us_per_step"] == 40.0  # the sync alone: an H2D copy call does not read back
+    assert sync["numbers"]["blocked_per_step_us"] == 40.0  # the sync alone: an H2D copy call does not read back
 
 
 @pytest.mark.parametrize("pageable_batch", [False, True], ids=["pinned-batch", "pageable-batch"])
@@ -175,7 +175,7 @@ def test_explicit_synchronize_inside_a_step():
     batch_then_model(t)
     t.runtime("cudaDeviceSynchronize", 700, 150)
     [found] = host_device_sync(rule_context(t))
-    assert found["numbers"]["blocked_us_per_step"] == 150.0  # 15% -> high
+    assert found["numbers"]["blocked_per_step_us"] == 150.0  # 15% -> high
     assert found["severity"] == "high"
     [site] = found["evidence"]
     assert (site["kind"], site["start_us"], site["end_us"]) == ("runtime", 700, 850)
@@ -200,7 +200,7 @@ def test_per_step_means_over_two_steps():
     found = host_device_sync(rule_context(t))[0]
     # one 80 us sync over two 1000 us steps: 0.5 per step, 40 us per step, 4%
     assert found["numbers"]["syncs_per_step"] == 0.5
-    assert found["numbers"]["blocked_us_per_step"] == 40.0
+    assert found["numbers"]["blocked_per_step_us"] == 40.0
     assert found["numbers"]["blocked_ratio"] == 0.04
 
 

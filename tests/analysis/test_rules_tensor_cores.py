@@ -33,7 +33,7 @@ def test_fp32_matmul_without_tensor_cores():
     [found] = tensor_cores_unused(rule_context(fp32_step(250)))
     # 250 us of the 1000 us step = 25%: over 10%, under 30% -> medium
     assert found["severity"] == "medium"
-    assert found["numbers"] == {"device": 0, "unused_us_per_step": 250.0, "unused_ratio": 0.25,
+    assert found["numbers"] == {"device": 0, "unused_per_step_us": 250.0, "unused_ratio": 0.25,
                                 "compute_capability": "9.0", "input_types": ["float"]}
     assert found["thresholds"] == {"unused_ratio": 0.1, "high_unused_ratio": 0.3, "min_compute_capability": 7.0}
     [item] = found["evidence"]

@@ -45,7 +45,7 @@ def test_loss_sync_before_points_into_the_loss(fixtures_dir):
     item = next(e for e in sync["evidence"] if e["op"] == "aten::is_nonzero")
     assert item["calls"] == ["cudaMemcpyAsync", "cudaStreamSynchronize"] and item["count"] == 3
     # Two pageable copies a step (the weight, 40 B, and the range index, 2048 B), both in the loss.
-    assert copy["numbers"]["copies_per_step"] == 2 and copy["numbers"]["bytes_per_step"] == 2088
+    assert copy["numbers"]["copies_per_step"] == 2 and copy["numbers"]["per_step_bytes"] == 2088
     assert {e["frame"] for e in copy["evidence"]} == {"loss_sync.py(30): forward", "loss_sync.py(22): weighted_nll"}
     for item in sync["evidence"] + copy["evidence"]:
         assert item["event_id"] >= 0 and item["start_us"] <= item["end_us"]

@@ -81,8 +81,8 @@ def ddp_instead_of_dp(ctx: Context) -> list[Finding]:
         "`torch.nn.parallel.DistributedDataParallel` with one process per GPU (`torchrun "
         "--nproc_per_node=N`): it is faster even on a single machine.",
         numbers={"gpus": gpus, "data_parallel_forward_calls": int(len(forward)),
-                 "data_parallel_forward_us_per_step": round(float(dur[forward].sum()) / steps, 3),
+                 "data_parallel_forward_per_step_us": round(float(dur[forward].sum()) / steps, 3),
                  "replication_calls": int(len(replicas)),
-                 "replication_us_per_step": round(float(dur[replicas].sum()) / steps, 3)},
+                 "replication_per_step_us": round(float(dur[replicas].sum()) / steps, 3)},
         thresholds={"min_gpus": MIN_GPUS},
         evidence=evidence)]

@@ -281,7 +281,7 @@ def host_device_sync(ctx: Context) -> list[Finding]:
         "or copying from pageable memory drains the GPU's queue, so the GPU idles while the host catches "
         "up. Keep values on the GPU (log them every N steps, `torch.where` instead of branching, "
         "`nonzero(..., size=)`), or move the read to the end of the step.",
-        numbers={"syncs_per_step": round(count, 3), "blocked_us_per_step": round(blocked, 3),
+        numbers={"syncs_per_step": round(count, 3), "blocked_per_step_us": round(blocked, 3),
                  "blocked_ratio": round(ratio, 6), "step_us": round(ctx.step_time_us, 3)},
         thresholds=_THRESHOLDS, evidence=evidence)]
 
@@ -323,7 +323,7 @@ def h2d_copy_in_step(ctx: Context) -> list[Finding]:
         "Create constant tensors once on the GPU (outside the loop, or with `device=`), index with GPU "
         "tensors instead of Python lists or ranges, and move inputs with the batch "
         "(`pin_memory=True`, `.to(device, non_blocking=True)`).",
-        numbers={"copies_per_step": round(count, 3), "bytes_per_step": round(_per_step(ctx, table, "bytes"), 3),
-                 "blocked_us_per_step": round(blocked, 3), "blocked_ratio": round(ratio, 6),
+        numbers={"copies_per_step": round(count, 3), "per_step_bytes": round(_per_step(ctx, table, "bytes"), 3),
+                 "blocked_per_step_us": round(blocked, 3), "blocked_ratio": round(ratio, 6),
                  "step_us": round(ctx.step_time_us, 3)},
         thresholds=_THRESHOLDS, evidence=evidence)]

@@ -114,7 +114,7 @@ def _evidence(ctx: Context, mine: pd.DataFrame) -> list[dict[str, Any]]:
     for op, group in calls.groupby("op"):
         worst = int(group.loc[group["us"].idxmax(), "row"])
         start = float(events["ts"].iloc[worst])
-        out.append({"kind": "operator", "label": f"{op}: {group['us'].sum():,.0f} us without tensor cores",
+        out.append({"kind": "operator", "label": f"{op} without tensor cores",
                     "event_id": worst, "start_us": start, "end_us": start + float(events["dur"].iloc[worst]),
                     "op": op, "calls": int(len(group)), "unused_us": round(float(group["us"].sum()), 3),
                     "input_types": _input_types(ctx, group["row"].to_numpy()),
@@ -162,7 +162,7 @@ def tensor_cores_unused(ctx: Context) -> list[Finding]:
             "tensor_cores_unused", "high" if share >= HIGH_UNUSED_SHARE else "medium",
             f"GPU {gpu['device']}: {share:.1%} of the step time is matrix math without tensor cores",
             _advice(evidence, capability),
-            numbers={"device": gpu["device"], "unused_us_per_step": round(unused / len(ctx.steps.names), 3), "unused_ratio": round(share, 6),
+            numbers={"device": gpu["device"], "unused_per_step_us": round(unused / len(ctx.steps.names), 3), "unused_ratio": round(share, 6),
                      "compute_capability": gpu["compute_capability"], "input_types": types},
             thresholds={"unused_ratio": UNUSED_SHARE, "high_unused_ratio": HIGH_UNUSED_SHARE,
                         "min_compute_capability": MIN_COMPUTE_CAPABILITY},

@@ -41,6 +41,6 @@ def low_gpu_utilization(ctx: Context) -> list[Finding]:
             "meanwhile; larger batches, fewer host-device synchronisations, or torch.compile with "
             "CUDA graphs usually help.",
             numbers={"utilization_ratio": util, "device": gpu["device"]},
-            thresholds={"utilization_ratio": LOW_UTILIZATION, "high_below_ratio": VERY_LOW_UTILIZATION},
+            thresholds={"utilization_ratio": LOW_UTILIZATION, "high_utilization_ratio": VERY_LOW_UTILIZATION},
             evidence=evidence))
     return found
