@@ -48,6 +48,20 @@ class Context:
         """The mean step's length (0 when there are no steps)."""
         return float(self.breakdown["total_us"].mean()) if len(self.breakdown) else 0.0
 
+    @cached_property
+    def compiled(self) -> dict[str, Any]:
+        """compiled.compiled_regions: torch.compile's regions and graph breaks."""
+        from .compiled import compiled_regions  # it imports rule helpers, which import this module
+
+        return compiled_regions(self.tables, self.steps)
+
+    @cached_property
+    def launch(self) -> dict[str, Any]:
+        """launch.launch_overhead: GPU idle while launching, kernels shorter than their launch."""
+        from .launch import launch_overhead
+
+        return launch_overhead(self.tables, self.steps)
+
 
 Rule = Callable[[Context], list[Finding]]
 _SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2}

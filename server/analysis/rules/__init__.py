@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..recommendations import Rule
 from . import step_shares, utilization
 from . import memory, parallel, syncs, tensor_cores
+from . import compiled, launch
 
 RULES: tuple[Rule, ...] = (
     step_shares.dataloader_bound,
@@ -15,4 +16,6 @@ RULES: tuple[Rule, ...] = (
     tensor_cores.tensor_cores_unused,
     memory.memory_near_limit,
     parallel.ddp_instead_of_dp,
+    compiled.graph_breaks,
+    launch.launch_bound,
 )
