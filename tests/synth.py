@@ -220,6 +220,15 @@ class Trace:
         self.add({"ph": "f", "id": correlation, "pid": device, "tid": self._stream_tid(stream), "ts": kernel_ts,
                   "cat": cat, "name": name, "bp": "e"})
 
+    def fwdbwd(self, id: int, forward_ts: float, backward_ts: float, forward_tid: Any = None,
+               backward_tid: Any = None) -> None:
+        """The flow from a forward operator to the backward operator autograd ran for it (start `s`
+        at the forward's start, finish `f` at the backward's start, each on its own thread)."""
+        self.add({"ph": "s", "id": id, "pid": self.pid, "tid": self._host_tid(forward_tid), "ts": forward_ts,
+                  "cat": "fwdbwd", "name": "fwdbwd"})
+        self.add({"ph": "f", "id": id, "pid": self.pid, "tid": self._host_tid(backward_tid), "ts": backward_ts,
+                  "cat": "fwdbwd", "name": "fwdbwd", "bp": "e"})
+
     def memory(self, ts: float, nbytes: int, addr: int, total_allocated: int, total_reserved: int,
                device_type: int = 1, device_id: int = 0) -> dict[str, Any]:
         """A `[memory]` instant event (allocation when nbytes > 0, free when < 0)."""

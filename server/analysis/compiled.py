@@ -25,9 +25,10 @@ mix and where a first call's compile time went.
    runtime `cudaLaunchKernel*` (aten and libraries), and `cudaGraphLaunch` (CUDA graphs).
 6. First-call compile break-down: torch.compile records its phases as `record_function`
    ranges (`dynamo_timed`; each key once plain, e.g. `backend_compile`, with the function it
-   times nested in it as `... (dynamo_timed)`). The outermost such ranges are the roots:
-   `entire_frame_compile` (a frame's compile: forward), `entire_backward_compile` (the
-   backward graph, compiled lazily at the first backward) and, outside both, Triton's
+   times nested in it as `... (dynamo_timed)`). The outermost ranges that are or hold a
+   `(dynamo_timed)` one are the roots: a frame's compile (`entire_frame_compile`, inside
+   `dynamo` on recent PyTorch, which adds guard set-up and gc around it), the backward graph's
+   compile (`entire_backward_compile`, at the first backward) and, outside both, Triton's
    autotuning when the compiled code first runs (`CachingAutotuner.benchmark_all_configs`).
    Every host event inside a root is nested on its thread; its exclusive time (its length
    less its children's) goes to the phase of the innermost range above it that names one:
@@ -387,7 +388,7 @@ def compile_breakdown(tables: TraceTables) -> dict[str, Any]:
     for p, label, _ in PHASES[::-1]:  # pipeline order: Dynamo first, autotuning last
         row = {f"{q}_us": float(by.get((p, q), 0.0)) for q in PASSES}
         phases.append(clean_row({"phase": p, "label": label, "total_us": sum(row.values()), **row}))
-    root_rows = rows[parent < 0]
+    root_rows = np.sort(rows[parent < 0])  # events rows are in time order
     root_table = [clean_row({"name": str(events["name"].iat[r]), "pass": _root_pass(str(events["name"].iat[r])),
                              "event_id": int(r), **_span(events, int(r)), "dur_us": float(events["dur"].iat[r])})
                   for r in root_rows]
