@@ -36,6 +36,19 @@ def parse_frame(text: str) -> dict[str, Any]:
     return {"file": match.group(1), "line": int(match.group(2)), "function": match.group(3)}
 
 
+# Files of PyTorch and its libraries: the frame a user recognises is the first outside them.
+_PYTORCH_FILE = re.compile(r"(^|/)(torch|torchvision|torchaudio|torchtext|functorch|triton)/|^<|^threading\.py$")
+
+
+def user_frame(frames: tuple[str, ...]) -> str | None:
+    """The innermost frame outside PyTorch (the user's line), else the innermost one."""
+    for text in frames:
+        file = parse_frame(text)["file"]
+        if file is not None and not _PYTORCH_FILE.search(file):
+            return text
+    return frames[0] if frames else None
+
+
 def _is_source_frame(name: str) -> bool:
     return _FRAME.match(name) is not None
 

@@ -59,13 +59,12 @@ import pandas as pd
 from ..trace.schema import HOST_OP_KINDS, LAUNCH_KINDS, Kind
 from ..trace.tables import TraceTables
 from . import ranges
-from .callstacks import op_stacks
+from .callstacks import op_stacks, user_frame
 from .flows import Flows, build_flows
 from .launch import step_of
 from .names import name_mask
 from .optree import nest, thread_key
 from .records import clean, clean_row
-from .rules.syncs import user_frame
 from .steps import Steps, detect_steps
 
 REGION_PREFIX = "Torch-Compiled Region"

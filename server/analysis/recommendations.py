@@ -14,13 +14,15 @@ do), `numbers` (the measured values, plain units: us, bytes, 0..1 ratios, counts
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable
 
 import pandas as pd
 
 from ..trace.tables import TraceTables
+from .compiled import compiled_regions
+from .launch import launch_overhead
 from .optree import OpTree, build_op_tree
 from .steps import Steps
 
@@ -37,7 +39,6 @@ class Context:
     breakdown: pd.DataFrame  # overview.step_breakdown: per step, time per category
     gpus: list[dict[str, Any]]  # overview.gpu_summary
     tree_of: Callable[[], OpTree] | None = None
-    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @cached_property
     def tree(self) -> OpTree:
@@ -51,15 +52,11 @@ class Context:
     @cached_property
     def compiled(self) -> dict[str, Any]:
         """compiled.compiled_regions: torch.compile's regions and graph breaks."""
-        from .compiled import compiled_regions  # it imports rule helpers, which import this module
-
         return compiled_regions(self.tables, self.steps)
 
     @cached_property
     def launch(self) -> dict[str, Any]:
         """launch.launch_overhead: GPU idle while launching, kernels shorter than their launch."""
-        from .launch import launch_overhead
-
         return launch_overhead(self.tables, self.steps)
 
 

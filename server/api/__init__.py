@@ -13,7 +13,9 @@ from typing import Callable
 
 from fastapi import APIRouter
 
+from ..analysis import compiled as compiled_analysis
 from ..analysis import kernels as kernels_analysis
+from ..analysis import launch as launch_analysis
 from ..analysis import memory as memory_analysis
 from ..analysis import memory_curve as memory_curve_analysis
 from ..analysis import operators as operators_analysis
@@ -29,7 +31,7 @@ from ..logdir import Run
 from ..snapshot import unpickle as snapshot_unpickle
 from ..trace.schema import Kind
 from ..trace.tables import TraceTables
-from . import kernels, memory, operators, overview, recommendations, snapshot, trace
+from . import compiled, kernels, memory, operators, overview, recommendations, snapshot, trace
 
 log = logging.getLogger("profboard")
 
@@ -60,6 +62,8 @@ VIEWS: tuple[View, ...] = (
     View("operator", "Operator", operators.router, _has(Kind.CPU_OP), _about(operators_analysis, optree_analysis)),
     View("kernel", "Kernel", kernels.router, _has(Kind.KERNEL),
          _about(kernels_analysis, optree_analysis, tensor_cores_analysis)),
+    View("compile", "torch.compile", compiled.router, compiled_analysis.has_compiled_code,
+         _about(compiled_analysis, launch_analysis)),
     View("trace", "Trace", trace.router, lambda tables: len(tables.events) > 0, _about(timeline_analysis)),
     View("memory", "Memory", memory.router, lambda tables: len(tables.memory) > 0, _about(memory_curve_analysis, memory_analysis)),
     View("snapshot", "Memory Snapshot", snapshot.router, lambda tables: False,

@@ -158,7 +158,8 @@ def _layout(sel: Selection, memo: Memo) -> timeline.Layout:
     return memo.get(sel.tables, ("timeline",), lambda: timeline.build_layout(sel.tables))
 
 
-def _flows(sel: Selection, memo: Memo) -> flows.Flows:
+def flows_of(sel: Selection, memo: Memo) -> flows.Flows:
+    """The selected trace's flow pairs (shared with the torch.compile view)."""
     layout = _layout(sel, memo)
     return memo.get(sel.tables, ("flows",), lambda: flows.build_flows(sel.tables, layout.lane_of >= 0))
 
@@ -209,7 +210,7 @@ def get_window(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
             wanted = [int(part) for part in lanes.split(",") if part.strip()]
         except ValueError:
             raise BadParameter(f"lanes: expected comma-separated lane ids, got {lanes!r}") from None
-    arrows = flows.window_flows(sel.tables, _flows(sel, memo), layout.lane_of, layout.row_of, start, end)
+    arrows = flows.window_flows(sel.tables, flows_of(sel, memo), layout.lane_of, layout.row_of, start, end)
     return {**timeline.window(sel.tables, layout, start, end, width_px, wanted), "flows": arrows, "warnings": []}
 
 
@@ -238,7 +239,7 @@ def get_event(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
         "step": steps.names[inside[0]] if len(inside) else None,
         "fields": timeline.event_fields(sel.tables, id),
         "frames": frames,
-        "links": timeline.event_links(sel.tables, layout, tree, _flows(sel, memo), id),
+        "links": timeline.event_links(sel.tables, layout, tree, flows_of(sel, memo), id),
         "warnings": [],
     })
 

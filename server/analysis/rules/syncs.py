@@ -34,7 +34,6 @@ that blocked longest first, each with the culprit operator's event id.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from ...trace.schema import LAUNCH_KINDS, Kind
-from ..callstacks import op_stacks, parse_frame
+from ..callstacks import op_stacks, user_frame
 from ..categories import is_dataloader_name
 from ..names import name_mask
 from ..steps import host_steps
@@ -60,8 +59,6 @@ COPY_OPS = frozenset({"aten::to", "aten::_to_copy", "aten::copy_", "aten::contig
                       "aten::lift_fresh", "aten::_local_scalar_dense", "aten::item"})
 _ZERO_GRAD = "Optimizer.zero_grad"
 _COMPILING = "(dynamo_timed)"
-_PYTORCH_FILE = re.compile(r"(^|/)(torch|torchvision|torchaudio|torchtext|functorch|triton)/|^<|^threading\.py$")
-
 _THRESHOLDS = {"high_blocked_ratio": HIGH_BLOCKED_RATIO, "medium_blocked_ratio": MEDIUM_BLOCKED_RATIO}
 
 
@@ -183,15 +180,6 @@ def _frames(ctx: Context, rows: np.ndarray) -> dict[int, tuple[str, ...]]:
     """Call-stack frames (innermost first) of the operators at event `rows`."""
     stacks = op_stacks(ctx.tables.events, np.unique(rows))
     return {int(r): stacks.frames[stacks.of_row[r]] if stacks.of_row[r] >= 0 else () for r in rows}
-
-
-def user_frame(frames: tuple[str, ...]) -> str | None:
-    """The innermost frame outside PyTorch (the user's line), else the innermost one."""
-    for text in frames:
-        file = parse_frame(text)["file"]
-        if file is not None and not _PYTORCH_FILE.search(file):
-            return text
-    return frames[0] if frames else None
 
 
 def _severity(ratio: float) -> str:

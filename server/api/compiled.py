@@ -1,0 +1,39 @@
+"""GET /api/compile: torch.compile's regions and graph breaks, compiled autograd pieces, the
+kernel mix, a first call's compile break-down, and launch overhead."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel
+
+from ..analysis.compiled import compiled_view
+from ..analysis.launch import launch_overhead
+from .deps import Memo, Selection, get_memo, select
+from .trace import flows_of, steps_of
+
+
+class Compiled(BaseModel):
+    regions: dict[str, Any]
+    pieces: dict[str, Any]
+    kernels: dict[str, Any]
+    compile: dict[str, Any]
+    launch: dict[str, Any]
+    warnings: list[str]
+
+
+router = APIRouter(tags=["torch.compile"])
+
+
+@router.get("/api/compile", response_model=Compiled)
+def get_compile(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)) -> dict[str, Any]:
+    """Compiled regions per step (calls, graph breaks and where, nesting, time inside compiled
+    code), CompiledFunction/Backward pieces and their pairing, Triton versus other kernels and
+    launch APIs, the compile break-down by phase (Dynamo, AOT autograd, Inductor, Triton), and
+    launch overhead per step (GPU idle while the CPU launches, kernels shorter than their launch)."""
+    def compute() -> dict[str, Any]:
+        flows = flows_of(sel, memo)
+        view = compiled_view(sel.tables, flows)
+        return {**view, "launch": launch_overhead(sel.tables, steps_of(sel, memo), flows)}
+    return memo.get(sel.tables, ("compile",), compute)
