@@ -21,7 +21,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from ..trace.tables import TraceTables
-from .compiled import compiled_regions
+from .compiled import compile_breakdown, compiled_regions
 from .launch import launch_overhead
 from .optree import OpTree, build_op_tree
 from .steps import Steps
@@ -53,6 +53,11 @@ class Context:
     def compiled(self) -> dict[str, Any]:
         """compiled.compiled_regions: torch.compile's regions and graph breaks."""
         return compiled_regions(self.tables, self.steps)
+
+    @cached_property
+    def compile_time_us(self) -> float:
+        """Host time torch.compile spent compiling inside the trace (a first call's)."""
+        return float(compile_breakdown(self.tables)["total_us"] or 0.0)
 
     @cached_property
     def launch(self) -> dict[str, Any]:

@@ -101,3 +101,13 @@ def test_volta_fp32_advice_has_no_tf32(fixtures_dir):
     assert found["numbers"]["compute_capability"] == "7.0" and found["severity"] == "high"
     assert "autocast" in found["detail"] and "allow_tf32" not in found["detail"]
     assert found["evidence"][0]["op"] == "aten::cudnn_convolution_backward_weight"
+
+
+def test_a_first_compiled_call_is_not_called_low_utilization():
+    """The GPU waits on the compiler for most of a first call's trace: that is the compile's time
+    (the torch.compile view), not a steady-state utilization problem."""
+    path = next((DATA / "h200" / "compile_first_call").glob("*.pt.trace.json.gz"))
+    tables = parse_trace_bytes(read_trace_bytes(str(path)).data)
+    ov = overview(tables)
+    assert ov["gpus"][0]["utilization_ratio"] < 0.1
+    assert "low_gpu_utilization" not in {r["id"] for r in ov["recommendations"]}

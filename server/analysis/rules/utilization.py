@@ -1,5 +1,7 @@
 """`low_gpu_utilization`: a GPU busy (any kernel running) under 50% of the steps' time; high
-under 20%. Evidence: the GPU, and the steps where it was idlest."""
+under 20%. Evidence: the GPU, and the steps where it was idlest. Not raised when torch.compile
+compiled for over half of the steps' time: the GPU waits on the compiler in such a trace (a
+first call), which says nothing of the steady state; the torch.compile view shows that time."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from ..recommendations import Context, Finding, finding, step_evidence
 
 LOW_UTILIZATION = 0.5
 VERY_LOW_UTILIZATION = 0.2
+COMPILE_DOMINATED = 0.5  # share of the steps' time spent compiling
 
 
 def _busy_per_step(ctx: Context, device: int) -> np.ndarray:
@@ -22,6 +25,9 @@ def _busy_per_step(ctx: Context, device: int) -> np.ndarray:
 
 
 def low_gpu_utilization(ctx: Context) -> list[Finding]:
+    steps_us = float((ctx.steps.ends - ctx.steps.starts).sum())
+    if steps_us > 0 and ctx.compile_time_us > COMPILE_DOMINATED * steps_us:
+        return []
     found = []
     for gpu in ctx.gpus:
         util = gpu.get("utilization_ratio")
