@@ -14,6 +14,7 @@ from typing import Callable
 from fastapi import APIRouter
 
 from ..analysis import compiled as compiled_analysis
+from ..analysis import compiled_ops as compiled_ops_analysis
 from ..analysis import kernels as kernels_analysis
 from ..analysis import launch as launch_analysis
 from ..analysis import memory as memory_analysis
@@ -63,7 +64,7 @@ VIEWS: tuple[View, ...] = (
     View("kernel", "Kernel", kernels.router, _has(Kind.KERNEL),
          _about(kernels_analysis, optree_analysis, tensor_cores_analysis)),
     View("compile", "torch.compile", compiled.router, compiled_analysis.has_compiled_code,
-         _about(compiled_analysis, launch_analysis)),
+         _about(compiled_analysis, compiled_ops_analysis, launch_analysis)),
     View("trace", "Trace", trace.router, lambda tables: len(tables.events) > 0, _about(timeline_analysis)),
     View("memory", "Memory", memory.router, lambda tables: len(tables.memory) > 0, _about(memory_curve_analysis, memory_analysis)),
     View("snapshot", "Memory Snapshot", snapshot.router, lambda tables: False,

@@ -9,8 +9,10 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
 from ..analysis.compiled import compiled_view
+from ..analysis.compiled_ops import aten_in_graphs
 from ..analysis.launch import launch_overhead
 from .deps import Memo, Selection, get_memo, select
+from .operators import op_tree
 from .trace import flows_of, steps_of
 
 
@@ -20,6 +22,7 @@ class Compiled(BaseModel):
     kernels: dict[str, Any]
     compile: dict[str, Any]
     launch: dict[str, Any]
+    aten: dict[str, Any]
     warnings: list[str]
 
 
@@ -31,9 +34,11 @@ def get_compile(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)
     """Compiled regions per step (calls, graph breaks and where, nesting, time inside compiled
     code), CompiledFunction/Backward pieces and their pairing, Triton versus other kernels and
     launch APIs, the compile break-down by phase (Dynamo, AOT autograd, Inductor, Triton), and
-    launch overhead per step (GPU idle while the CPU launches, kernels shorter than their launch)."""
+    launch overhead per step (GPU idle while the CPU launches, kernels shorter than their launch),
+    and the aten operators compiled graphs ran (extern kernels and fallbacks)."""
     def compute() -> dict[str, Any]:
         flows = flows_of(sel, memo)
         view = compiled_view(sel.tables, flows)
-        return {**view, "launch": launch_overhead(sel.tables, steps_of(sel, memo), flows)}
+        return {**view, "launch": launch_overhead(sel.tables, steps_of(sel, memo), flows),
+                "aten": aten_in_graphs(sel.tables, op_tree(sel, memo))}
     return memo.get(sel.tables, ("compile",), compute)
