@@ -1,8 +1,9 @@
 """Browser-test fixtures: a real `profboard` server on a temporary logdir, and Debian's Chromium.
 
 The logdir links the files of fixture runs from `<repo>/../shared/fixtures` (skipped when
-absent), a CUDA allocator snapshot beside one of them and in a run of its own, and a run whose
-only trace is truncated JSON, so that error display is exercised next to working runs.
+absent) and of runs the repository holds (tests/data), a CUDA allocator snapshot beside one of
+them and in a run of its own, and a run whose only trace is truncated JSON, so that error
+display is exercised next to working runs.
 Playwright drives `/usr/bin/chromium`; it never downloads a browser.
 """
 
@@ -29,6 +30,11 @@ SHOTS = Path(os.environ.get("PROFBOARD_SHOTS", "/tmp/profboard-shots"))
 LINKED_RUNS = {
     "resnet50_fp32": "h100/resnet50_fp32",
     "resnet50_num_workers_0": "kineto_samples/resnet50_num_workers_0",
+    "compile_graph_breaks": "h100/compile_graph_breaks",
+}
+# run name in the temporary logdir -> folder under the repository (traces the project recorded itself)
+REPO_RUNS = {
+    "compile_first_call": "tests/data/h200/compile_first_call",
 }
 # run name -> snapshot under FIXTURES linked into it (a run of its own when not in LINKED_RUNS)
 SNAPSHOTS = {
@@ -57,9 +63,10 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if missing:
         pytest.skip(f"fixtures not found under {FIXTURES}: {', '.join(missing)}")
     root = tmp_path_factory.mktemp("logdir")
-    for name, rel in LINKED_RUNS.items():
+    linked = {**{n: FIXTURES / rel for n, rel in LINKED_RUNS.items()}, **{n: REPO / rel for n, rel in REPO_RUNS.items()}}
+    for name, folder in linked.items():
         (root / name).mkdir()
-        for trace in (FIXTURES / rel).iterdir():
+        for trace in folder.iterdir():
             (root / name / trace.name).symlink_to(trace)
     for name, rel in SNAPSHOTS.items():
         (root / name).mkdir(exist_ok=True)
@@ -78,8 +85,8 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(logdir: Path, tmp_path_factory: pytest.TempPathFactory):
     """Base URL of a running `profboard` serving `logdir`, once every run is ready or failed."""
     log_path = tmp_path_factory.mktemp("server") / "profboard.log"
-    with serving(logdir, tmp_path_factory.mktemp("cache"), log_path, set(LINKED_RUNS) | set(SNAPSHOTS) | {BROKEN_RUN},
-                 READY_TIMEOUT_S) as base:
+    expected = set(LINKED_RUNS) | set(REPO_RUNS) | set(SNAPSHOTS) | {BROKEN_RUN}
+    with serving(logdir, tmp_path_factory.mktemp("cache"), log_path, expected, READY_TIMEOUT_S) as base:
         yield base
 
 

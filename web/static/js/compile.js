@@ -115,6 +115,7 @@ function emptyText(node, text) {
 function drawCards(node, cards) {
   node.replaceChildren(...cards.map((c) => el("div", {
     class: `cmp-stat${c.alert ? " cmp-stat-alert" : ""}`, testid: `card-${c.key}`, title: c.title || "",
+    attrs: { "data-alert": String(Boolean(c.alert)) },
   }, [
     el("div", { class: "cmp-stat-label", text: c.label }),
     el("div", { class: "cmp-stat-value", testid: "card-value", text: c.value }),
@@ -169,9 +170,10 @@ function drawBreaks(root, data, selection) {
     caption: "Where the compiled calls broke",
     testid: "breaks-table",
     columns: [
-      { key: "where", label: "Where", truncate: true, cellClass: "cell-name cmp-where",
-        format: (_, row) => breakWhere(row),
-        title: "The user's frame when stacks were recorded, else the region and the region it broke out of" },
+      { key: "where", label: "Where", cellClass: "cell-name cmp-where",
+        render: (row) => el("span", { class: "truncate", text: row.where,
+          title: row.frames && row.frames.length ? row.frames.join("\n") : row.where }),
+        title: "The user's frame when stacks were recorded (hover: the stack), else the region and the region it broke out of" },
       { key: "region", label: "Region", cellClass: "cell-mono", title: "The resume region: frame id / recompile" },
       { key: "parent_region", label: "Broke out of", cellClass: "cell-mono" },
       countColumn("count", "Times", "How often the break happened in this trace"),

@@ -311,7 +311,7 @@ export function launchChart(steps) {
     bargap: 0.3,
     margin: { l: 8, r: 16, t: 8, b: 44 },
     legend: { traceorder: "normal" },
-    xaxis: { title: { text: "Share of step time" }, range: [0, 100], ticksuffix: " %" },
+    xaxis: { title: { text: "Share of step time" }, range: [0, 101], dtick: 20, ticksuffix: " %" },
     yaxis: { autorange: "reversed", type: "category", ticksuffix: "  " },
   });
   return { traces, layout: chartLayout, height };
