@@ -232,6 +232,8 @@ def test_compile_shaping_helpers(compiled):
             totals: cv.regionTotals(steps),
             single: cv.regionTotals(steps.slice(0, 1)),
             passes: cv.phaseChart({ total_us: 5, phases }).traces.map((t) => t.name),
+            perStep: cv.perStepText({ launches_per_step: 2, kernels_per_step: 1 }),
+            noSteps: cv.perStepText({ launches_per_step: null, kernels_per_step: null }),
         };
     }""")
     assert out["where"] == "region 3/0 inside region 2/0"
@@ -243,3 +245,5 @@ def test_compile_shaping_helpers(compiled):
                              "compiled_us": 160, "outside_us": 240, "compiled_ratio": 0.4}
     assert out["single"] is None
     assert out["passes"] == ["Forward (frame compile)"]
+    assert out["perStep"] == "per step: 2 launch calls, 1 kernel launched one by one"
+    assert out["noSteps"] == ""

@@ -12,7 +12,7 @@
 import { getJSON, isAbort } from "./lib/api.js";
 import {
   LAUNCH_APIS, breakWhere, familyRows, familySlices, headlineCards, launchChart, launchRows, pairingText,
-  phaseChart, phaseRows, regionTotals, shortKernelText,
+  perStepText, phaseChart, phaseRows, regionTotals, shortKernelText,
 } from "./lib/compileview.js";
 import { byTestId, el, showWarnings } from "./lib/dom.js";
 import { evidenceTarget, severityBadge, sortFindings } from "./lib/findings.js";
@@ -77,7 +77,7 @@ async function fetchFindings({ run, worker, span }, signal) {
  * @returns {HTMLElement|string}
  */
 function traceAction(selection, item, title = "Open the trace view on this event") {
-  const target = evidenceTarget(item);
+  const target = evidenceTarget(/** @type {import("./lib/findings.js").Evidence} */ (/** @type {unknown} */ (item)));
   if (!target) return "";
   return el("a", { class: "action-link", text: "Trace", testid: "trace-link", title,
     attrs: { href: traceHref(selection, target) } });
@@ -368,9 +368,7 @@ async function drawKernelMix(root, data) {
 /** @param {HTMLElement} root @param {Compiled} data @param {Selection} selection */
 async function drawLaunch(root, data, selection) {
   const { steps, summary, worst } = data.launch;
-  byTestId(root, "launch-meta").textContent = summary.launches_per_step !== null && summary.launches_per_step !== undefined
-    ? `${formatCount(summary.launches_per_step)} launches and ${formatCount(summary.kernels_per_step)} kernels per step`
-    : "";
+  byTestId(root, "launch-meta").textContent = perStepText(summary);
   byTestId(root, "short-kernels").textContent = shortKernelText(summary);
   const chart = byTestId(root, "launch-chart");
   const stepsNode = byTestId(root, "launch-steps");
@@ -399,8 +397,8 @@ async function drawLaunch(root, data, selection) {
       caption: "Kernels shorter than their launch call",
       testid: "worst-table",
       columns: [
-        { key: "name", label: "Kernel", truncate: true, cellClass: "cell-name cell-kernel",
-          format: (v) => shortKernelName(v) },
+        { key: "name", label: "Kernel", cellClass: "cell-name cell-kernel",
+          render: (row) => el("span", { class: "truncate", text: shortKernelName(row.name), title: row.name }) },
         { key: "launch_name", label: "Launch call", cellClass: "cell-mono" },
         timeColumn("kernel_us", "Kernel time"), timeColumn("launch_us", "Launch time"),
         traceColumn(selection, "Open the trace view on this kernel"),

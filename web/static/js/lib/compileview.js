@@ -87,9 +87,9 @@ function isNumber(v) {
   return typeof v === "number" && Number.isFinite(v);
 }
 
-/** @param {number} n @param {string} noun @returns {string} "1 call", "3 calls" */
+/** @param {number} n @param {string} noun @returns {string} "1 call", "3 calls" (n rounded as shown) */
 function plural(n, noun) {
-  return `${formatCount(n)} ${noun}${n === 1 ? "" : "s"}`;
+  return `${formatCount(n)} ${noun}${Math.round(n) === 1 ? "" : "s"}`;
 }
 
 /** @param {number} part @param {number} whole @returns {number|null} */
@@ -315,6 +315,17 @@ export function launchChart(steps) {
     yaxis: { autorange: "reversed", type: "category", ticksuffix: "  " },
   });
   return { traces, layout: chartLayout, height };
+}
+
+/**
+ * The launch card's meta line: launch calls and kernels launched one by one, per step (means).
+ * @param {LaunchSummary} summary
+ * @returns {string}
+ */
+export function perStepText(summary) {
+  if (!isNumber(summary.launches_per_step)) return "";
+  return `per step: ${plural(summary.launches_per_step, "launch call")}, `
+    + `${plural(summary.kernels_per_step || 0, "kernel")} launched one by one`;
 }
 
 /**
