@@ -1,7 +1,7 @@
 """The torch.compile view in Chromium: headline numbers as the API gives them (3 graph breaks per
 call on compile_graph_breaks), break locations and short kernels with Trace links that open the
 Trace view on the event, the first call's compile phases as a chart matching the API, the kernel
-mix chart and the launch table, the findings linking to Recommendations, and no view for a run
+mix chart, the aten operators inside compiled graphs and the launch table, the findings linking to Recommendations, and no view for a run
 without compiled code."""
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def test_compile_headline_and_breaks_match_the_api(compiled, api, shots):
     assert compiled.page.errors == []
 
 
-def test_compile_kernel_mix_and_launch_tables(compiled, api):
+def test_compile_kernel_mix_aten_and_launch_tables(compiled, api):
     data = api(f"/api/compile?{BREAKS_SEL}")
     compiled.open(BREAKS_SEL).wait_drawn()
     families = [f for f in data["kernels"]["families"] if f["total_us"] > 0]
@@ -131,6 +131,13 @@ def test_compile_kernel_mix_and_launch_tables(compiled, api):
     assert apis == [launch["api"] for launch in launches]
     assert "driver" in apis and "runtime" in apis  # Triton's cuLaunchKernel beside aten's cudaLaunchKernel
     assert rows.locator("td:nth-child(2)").all_inner_texts() == [launch["name"] for launch in launches]
+
+    aten = data["aten"]["rows"]
+    assert aten, "the fixture's graphs call aten::mm"
+    rows = compiled.part("aten-table").locator("tbody tr")
+    expect(rows).to_have_count(len(aten))
+    assert rows.locator("td:first-child").all_inner_texts() == [r["name"] for r in aten]
+    assert query_of(rows.first.locator(css_testid("operator-link")).get_attribute("href"))["q"] == aten[0]["name"]
 
     steps = data["launch"]["steps"]
     expect(compiled.part("launch-table").locator("tbody tr")).to_have_count(len(steps))

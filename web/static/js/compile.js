@@ -1,7 +1,8 @@
 /**
  * The torch.compile view: headline cards, graph breaks and where they happen, a first call's compile
  * time by phase, compiled regions per step and per call, CompiledFunction pieces and their pairing,
- * the kernel mix (Triton versus the rest, launches by API) and launch overhead per step. Reads
+ * the kernel mix (Triton versus the rest, launches by API), the aten operators compiled graphs ran
+ * and launch overhead per step. Reads
  * `/api/compile`, and `/api/recommendations` for the graph_breaks and launch_bound findings.
  *
  * Three layers: fetch (`fetchCompile`), shape (pure functions in lib/compileview.js) and draw
@@ -11,7 +12,7 @@
 
 import { getJSON, isAbort } from "./lib/api.js";
 import {
-  LAUNCH_APIS, breakWhere, familyRows, familySlices, headlineCards, launchChart, launchRows, pairingText,
+  LAUNCH_APIS, atenMetaText, breakWhere, familyRows, familySlices, headlineCards, launchChart, launchRows, pairingText,
   perStepText, phaseChart, phaseRows, regionTotals, shortKernelText,
 } from "./lib/compileview.js";
 import { byTestId, el, showWarnings } from "./lib/dom.js";
@@ -365,6 +366,44 @@ async function drawKernelMix(root, data) {
   else await draw(chart, [pieTrace(slices, { colors })], pieLayout());
 }
 
+/**
+ * The aten operators compiled graphs ran (extern kernels such as `aten::mm`, and fallbacks), each
+ * linking to the Operator view.
+ * @param {HTMLElement} root
+ * @param {Compiled} data
+ * @param {Selection} selection
+ */
+function drawAten(root, data, selection) {
+  const aten = data.aten || { graph_calls: 0, triton_calls: 0, rows: [] };
+  const node = byTestId(root, "aten");
+  byTestId(root, "aten-meta").textContent = atenMetaText(aten);
+  if (!aten.graph_calls) {
+    node.replaceChildren(el("p", { class: "empty" }, [
+      "No ", el("code", { text: "## Call CompiledFxGraph" }),
+      " ranges in this trace, so the operators compiled graphs left to aten cannot be told apart.",
+    ]));
+    return;
+  }
+  if (!aten.rows.length) {
+    emptyText(node, "Compiled graphs ran no aten operators: Inductor generated every kernel they launched.");
+    return;
+  }
+  node.replaceChildren(buildTable({
+    caption: "Aten operators run inside compiled graphs",
+    testid: "aten-table",
+    columns: [
+      { key: "name", label: "Operator", cellClass: "cell-name cell-mono",
+        title: "Extern kernels Inductor calls on purpose (matmuls, convolutions) and fallbacks for ops it cannot lower" },
+      countColumn("calls", "Calls"), timeColumn("host_us", "Host time"),
+      timeColumn("device_us", "Device time", "GPU time of the kernels the calls launched"),
+      { key: "actions", label: "", sortable: false, cellClass: "cell-actions",
+        render: (row) => el("a", { class: "action-link", text: "Operator", testid: "operator-link",
+          title: `Find ${row.name} in the operator view`, attrs: { href: viewHref("operator", { ...selection, q: row.name }) } }) },
+    ],
+    rows: aten.rows,
+  }));
+}
+
 /** @param {HTMLElement} root @param {Compiled} data @param {Selection} selection */
 async function drawLaunch(root, data, selection) {
   const { steps, summary, worst } = data.launch;
@@ -431,6 +470,7 @@ export async function mount(root, params, { signal } = {}) {
   drawBreaks(root, data, selection);
   drawRegions(root, data, selection);
   drawPieces(root, data, selection);
+  drawAten(root, data, selection);
   await Promise.all([
     drawCompile(root, data, selection),
     drawKernelMix(root, data),

@@ -45,8 +45,10 @@ import { layout } from "./plot.js";
  * @typedef {{event_id: number, launch_event_id: number, name: string, launch_name: string, kernel_us: number,
  *            launch_us: number, start_us: number, end_us: number}} ShortKernel
  * @typedef {{steps: LaunchStep[], summary: LaunchSummary, worst: ShortKernel[]}} Launch
+ * @typedef {{name: string, calls: number, host_us: number, device_us: number}} AtenOp
+ * @typedef {{graph_calls: number, triton_calls: number, rows: AtenOp[]}} AtenInGraphs
  * @typedef {{regions: Regions, pieces: Pieces, kernels: KernelMix, compile: Breakdown, launch: Launch,
- *            warnings: string[]}} Compiled
+ *            aten?: AtenInGraphs, warnings: string[]}} Compiled
  * @typedef {{key: string, label: string, value: string, sub?: string, alert?: boolean, title?: string}} Card
  */
 
@@ -315,6 +317,18 @@ export function launchChart(steps) {
     yaxis: { autorange: "reversed", type: "category", ticksuffix: "  " },
   });
   return { traces, layout: chartLayout, height };
+}
+
+/**
+ * The aten card's meta line: how many graph calls ran, and what their direct children were.
+ * @param {AtenInGraphs} aten
+ * @returns {string}
+ */
+export function atenMetaText(aten) {
+  if (!aten.graph_calls) return "";
+  const ops = aten.rows.reduce((sum, r) => sum + (r.calls || 0), 0);
+  return `${plural(aten.graph_calls, "graph call")}: ${plural(aten.triton_calls, "Triton kernel call")}, `
+    + `${plural(ops, "aten call")}`;
 }
 
 /**
