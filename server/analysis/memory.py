@@ -37,7 +37,7 @@ from ..trace.schema import Kind
 from ..trace.tables import TraceTables
 from .names import name_mask
 from .operators import is_operator_name
-from .optree import OpTree, subtree_sums, thread_key
+from .optree import OpTree, climb, subtree_sums, thread_key
 from .records import clean_row
 
 # c10::DeviceType values that name a device; others show as "TYPE<n>:<id>".
@@ -208,21 +208,6 @@ def _last_started(node_thread: np.ndarray, node_start: np.ndarray, threads: np.n
     return out
 
 
-def _climb(start: np.ndarray, up: np.ndarray, stop) -> np.ndarray:
-    """From each start node, the first node at or above it for which `stop(positions, nodes)` holds."""
-    found = np.full(len(start), -1, dtype=np.int64)
-    current = start.copy()
-    while True:
-        live = np.flatnonzero(current >= 0)
-        if not len(live):
-            return found
-        nodes = current[live]
-        ok = stop(live, nodes)
-        found[live[ok]] = nodes[ok]
-        current[live[ok]] = -1
-        current[live[~ok]] = up[nodes[~ok]]
-
-
 def attribution(tables: TraceTables, tree: OpTree) -> Attribution:
     """Every memory record placed in the operator tree (see the note above); the API may memoise it
     and pass it to `memory_events` and `memory_stats`."""
@@ -234,14 +219,14 @@ def attribution(tables: TraceTables, tree: OpTree) -> Attribution:
     t = memory["ts"].to_numpy()
     candidate = _last_started(thread_key(events)[tree.rows], start, _record_threads(memory, events), t)
     # Ancestors of the last node started before t started before it too: climb until one still runs.
-    node = _climb(candidate, up, lambda at, nodes: visible[nodes] & (t[at] < end[nodes]))
+    node = climb(candidate, up, lambda at, nodes: visible[nodes] & (t[at] < end[nodes]))
     inside = node >= 0
     op = np.full(len(t), -1, dtype=np.int64)
     op[inside] = np.where(is_op[node[inside]], owner[node[inside]], -1)
     has_op = op >= 0
     caller = np.full(len(t), -1, dtype=np.int64)
     above = tree.parent[op[has_op]]
-    caller[has_op] = _climb(above, tree.parent, lambda at, nodes: visible[nodes])
+    caller[has_op] = climb(above, tree.parent, lambda at, nodes: visible[nodes])
     return Attribution(op=op, caller=caller, is_op=is_op)
 
 

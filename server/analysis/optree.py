@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -116,6 +117,23 @@ def subtree_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
         total += np.rint(sums).astype(np.int64) if exact else sums
         up = parent[up]
     return total
+
+
+def climb(start: np.ndarray, up: np.ndarray,
+          stop: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """From each start node (-1: none), the first node at or above it, following `up`, for which
+    `stop(positions, nodes)` holds (positions index `start`); -1 when none does."""
+    found = np.full(len(start), -1, dtype=np.int64)
+    current = start.copy()
+    while True:
+        live = np.flatnonzero(current >= 0)
+        if not len(live):
+            return found
+        nodes = current[live]
+        ok = stop(live, nodes)
+        found[live[ok]] = nodes[ok]
+        current[live[ok]] = -1
+        current[live[~ok]] = up[nodes[~ok]]
 
 
 def _lookup(keys: np.ndarray, table_keys: np.ndarray) -> np.ndarray:

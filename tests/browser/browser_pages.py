@@ -50,6 +50,10 @@ class ShellPage:
     def root(self) -> Locator:
         return self.page.locator(f'[data-view="{self.view}"]')
 
+    def part(self, name: str) -> Locator:
+        """An element of the view by its data-testid."""
+        return self.root().locator(css_testid(name))
+
     def error(self) -> Locator:
         return self.page.locator(css_testid("error"))
 
@@ -71,9 +75,6 @@ class ShellPage:
 class OverviewPage(ShellPage):
     view = "overview"
 
-    def part(self, name: str) -> Locator:
-        return self.root().locator(css_testid(name))
-
     def wait_drawn(self) -> "OverviewPage":
         """Waits until both charts hold Plotly SVG and the view is no longer busy."""
         expect(self.part("step-chart").locator(".main-svg").first).to_be_attached()
@@ -94,9 +95,6 @@ class TableViewPage(ShellPage):
 
     pies: tuple[str, ...] = ()
     table_testid = ""
-
-    def part(self, name: str) -> Locator:
-        return self.root().locator(css_testid(name))
 
     def wait_drawn(self) -> "TableViewPage":
         """Waits until every pie holds a chart (or its empty note), the table is there and the view is idle."""
@@ -190,9 +188,6 @@ class TracePage(ShellPage):
     ROW_PX = 14
     LANE_PAD_PX = 3
     PROCESS_PX = 22
-
-    def part(self, name: str) -> Locator:
-        return self.root().locator(css_testid(name))
 
     def canvas(self) -> Locator:
         return self.part("trace-canvas")

@@ -24,9 +24,6 @@ EAGER_RUN = "resnet50_fp32"
 class CompilePage(ShellPage):
     view = "compile"
 
-    def part(self, name: str) -> Locator:
-        return self.root().locator(css_testid(name))
-
     def wait_drawn(self) -> "CompilePage":
         """Waits until the cards and both always-present charts are drawn and the view is idle."""
         expect(self.root()).to_be_visible()

@@ -38,9 +38,6 @@ def count_text(n: int, noun: str) -> str:
 class MemoryPage(ShellPage):
     view = "memory"
 
-    def part(self, name: str) -> Locator:
-        return self.root().locator(css_testid(name))
-
     def wait_drawn(self) -> "MemoryPage":
         """Waits until the curve (or its reason), both tables (or their notes) are there and nothing loads."""
         expect(self.root()).to_be_visible()

@@ -23,9 +23,6 @@ V100_SEL = f"run={V100_RUN}&worker=worker0&span=1"
 class RecommendationsPage(ShellPage):
     view = "recommendations"
 
-    def part(self, name: str) -> Locator:
-        return self.root().locator(css_testid(name))
-
     def wait_drawn(self) -> "RecommendationsPage":
         """Waits until the cards (or the empty or filtered-out note) are there and the view is idle."""
         expect(self.root()).to_be_visible()

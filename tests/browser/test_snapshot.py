@@ -42,9 +42,6 @@ def fmt_count(n: int) -> str:
 class SnapshotPage(ShellPage):
     view = "snapshot"
 
-    def part(self, name: str) -> Locator:
-        return self.root().locator(css_testid(name))
-
     def wait_drawn(self) -> "SnapshotPage":
         """Waits until the timeline holds Plotly SVG, the segment and site tables are there and nothing is busy."""
         expect(self.root()).to_be_visible()

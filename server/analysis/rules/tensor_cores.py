@@ -26,7 +26,7 @@ import pandas as pd
 
 from ...trace.schema import Kind
 from ..names import name_mask
-from ..optree import subtree_sums
+from ..optree import climb, subtree_sums
 from ..overview import device_of_kernels
 from ..recommendations import Context, Finding, finding
 from ..tensor_cores import is_tc_eligible_op
@@ -48,27 +48,13 @@ def _innermost_eligible(ctx: Context) -> np.ndarray:
     return eligible & (below == 0)
 
 
-def _nearest(ctx: Context, nodes: np.ndarray, hit: np.ndarray) -> np.ndarray:
-    """Per node: the nearest node at or above it with `hit` set, -1 if none."""
-    found = np.full(len(nodes), -1, dtype=np.int64)
-    current = nodes.copy()
-    while True:
-        live = np.flatnonzero(current >= 0)
-        if not len(live):
-            return found
-        done = hit[current[live]]
-        found[live[done]] = current[live[done]]
-        current[live[done]] = -1
-        current[live[~done]] = ctx.tree.parent[current[live[~done]]]
-
-
 def _unused_kernels(ctx: Context) -> pd.DataFrame:
     """Kernels inside the steps under an eligible call that used no tensor cores: device, call
     node, time inside the steps."""
     events, tree = ctx.tables.events, ctx.tree
     kernels = np.flatnonzero(events["kind"].to_numpy() == Kind.KERNEL)
     innermost = _innermost_eligible(ctx)
-    call = _nearest(ctx, tree.launcher[kernels], innermost)
+    call = climb(tree.launcher[kernels], tree.parent, lambda _, nodes: innermost[nodes])
     unused = call >= 0
     unused[unused] = tree.tc_total_us[call[unused]] <= 0
     lo, hi = ctx.steps.span
