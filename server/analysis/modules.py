@@ -255,7 +255,7 @@ def module_view(tables: TraceTables, tree: OpTree, flows: Flows) -> dict[str, An
     # Nesting is per thread: a top-level occurrence on another thread starts its own root.
     occ_node, node_parent, node_first = _merge_paths(occ["parent"], labels)
     n = len(node_parent)
-    dur = occ["end"] - occ["start"]
+    dur = events["dur"].to_numpy()[occ["rows"]]  # as recorded: end - start loses nanoseconds
     child_dur = np.bincount(occ["parent"][occ["parent"] >= 0], weights=dur[occ["parent"] >= 0], minlength=len(dur))
 
     counted = ~tree.merged
@@ -317,3 +317,127 @@ def _icicle(modules: list[dict[str, Any]]) -> dict[str, Any]:
         "device_us": [m["device_self_us"] for m in modules],
         "backward_device_us": [m["backward_device_self_us"] for m in modules],
     }
+
+
+# -- operator tree of the main thread ---------------------------------------------------------
+
+
+def main_thread(events: pd.DataFrame, tree: OpTree) -> int | None:
+    """Thread key of the thread with ProfilerStep ranges, else of the one with most module
+    calls (the autograd thread may run more operators), else with most operators."""
+    threads = thread_key(events)[tree.rows]
+    names = events["name"].iloc[tree.rows]
+    steps = np.flatnonzero(name_mask(names, lambda n: n.startswith(STEP_PREFIX)))
+    if len(steps):
+        return int(threads[steps[0]])
+    modules = _occurrences(events)["thread"]
+    ops = threads[(events["kind"].to_numpy()[tree.rows] == Kind.CPU_OP) & ~tree.merged]
+    for found in (modules, ops):
+        if len(found):
+            values, counts = np.unique(found, return_counts=True)
+            return int(values[counts.argmax()])
+    return None
+
+
+def _tree_items(events: pd.DataFrame, tree: OpTree, thread: int) -> dict[str, np.ndarray]:
+    """The thread's unfolded tree nodes and module occurrences, nested by time (a module
+    before an operator that starts and ends with it: the module calls the operator)."""
+    keys = thread_key(events)
+    nodes = np.flatnonzero((keys[tree.rows] == thread) & ~tree.merged)
+    occ = _occurrences(events)
+    occ_rows = occ["rows"][occ["thread"] == thread]
+    rows = np.concatenate([tree.rows[nodes], occ_rows])
+    ts = events["ts"].to_numpy()[rows]
+    dur = events["dur"].to_numpy()[rows]
+    is_module = np.arange(len(rows)) >= len(nodes)
+    order, parent = _nested(np.zeros(len(rows), dtype=np.int64), ts, ts + dur, first=is_module)
+    device_self = np.concatenate([tree.device_self_us[nodes], np.zeros(len(occ_rows))])
+    # Own runtime calls' time: launches (and syncs, copies) whose launcher is the node.
+    kind = events["kind"].to_numpy()
+    calls = np.flatnonzero(np.isin(kind, (Kind.RUNTIME, Kind.DRIVER)) & (tree.launcher >= 0))
+    runtime = np.bincount(tree.launcher[calls], weights=np.nan_to_num(events["dur"].to_numpy()[calls]),
+                          minlength=len(tree.rows))
+    runtime_self = np.concatenate([runtime[nodes], np.zeros(len(occ_rows))])
+    return {"rows": rows[order], "parent": parent, "dur": dur[order], "device_self": device_self[order],
+            "runtime": runtime_self[order]}
+
+
+def _kept(parent: np.ndarray, host_total: np.ndarray) -> np.ndarray:
+    """Which merged nodes to show: the `MAX_CHILDREN` longest children of a shown node, at most
+    `MAX_TREE_NODES` in all, shallowest first (nodes are numbered level by level)."""
+    n = len(parent)
+    keep = np.zeros(n, dtype=bool)
+    sibling_rank = pd.Series(-host_total).groupby(parent).rank(method="first").to_numpy()
+    rank = np.full(n, np.inf)
+    depth = _depths(parent)
+    for level in range(int(depth.max()) + 1 if n else 0):
+        at = np.flatnonzero(depth == level)
+        up = parent[at]
+        ok = sibling_rank[at] <= MAX_CHILDREN
+        if level:
+            ok &= keep[up]
+        # Breadth-first position: by the parent's position, then by host total.
+        order = np.lexsort((-host_total[at], rank[up] if level else np.zeros(len(at))))
+        at, ok = at[order], ok[order]
+        budget = MAX_TREE_NODES - int(keep.sum())
+        chosen = at[ok][:max(budget, 0)]
+        keep[chosen] = True
+        rank[chosen] = np.arange(len(chosen)) + (rank[keep].max() + 1 if level else 0)
+    return keep
+
+
+def operator_tree(tables: TraceTables, tree: OpTree) -> dict[str, Any]:
+    """The main thread's operators, annotations and modules as a tree whose same-named siblings
+    are merged (`nodes`: preorder, with ids, parent ids, children ids, calls, host and device
+    total/self in us), `thread` (pid, tid), `truncated` and `warnings`. See the docstring."""
+    events = tables.events
+    thread = main_thread(events, tree)
+    if thread is None:
+        return {"thread": None, "nodes": [], "truncated": False, "warnings": ["no operators in this trace"]}
+    items = _tree_items(events, tree, thread)
+    parent = items["parent"]
+    child_dur = np.bincount(parent[parent >= 0], weights=items["dur"][parent >= 0], minlength=len(parent))
+    host_self = np.clip(items["dur"] - child_dur - items["runtime"], 0.0, None)
+    item_node, node_parent, node_first = _merge_paths(parent, _label_codes(events["name"].iloc[items["rows"]]))
+    n = len(node_parent)
+    device_self = np.bincount(item_node, weights=items["device_self"], minlength=n)
+    columns = {
+        "calls": np.bincount(item_node, minlength=n),
+        "host_total_us": np.bincount(item_node, weights=items["dur"], minlength=n),
+        "host_self_us": np.bincount(item_node, weights=host_self, minlength=n),
+        "device_total_us": subtree_sums(node_parent, device_self),
+        "device_self_us": device_self,
+    }
+    keep = _kept(node_parent, columns["host_total_us"])
+    names = events["name"].iloc[items["rows"][node_first]].astype(str).to_numpy()
+    first_start = events["ts"].to_numpy()[items["rows"][node_first]]
+    nodes = _shown_nodes(node_parent, keep, first_start, names, columns)
+    first = items["rows"][0]
+    return {"thread": {"pid": str(events["pid"].iat[first]), "tid": str(events["tid"].iat[first])},
+            "nodes": nodes, "truncated": bool(not keep.all()), "warnings": []}
+
+
+def _shown_nodes(parent: np.ndarray, keep: np.ndarray, start: np.ndarray, names: np.ndarray,
+                 columns: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """Kept nodes in preorder (siblings in order of first call) with one `… N more` node under
+    each kept node whose children were not all kept."""
+    dropped = ~keep & (parent >= 0)
+    dropped &= keep[np.maximum(parent, 0)]
+    more_count = np.bincount(parent[dropped], minlength=len(parent))
+    more = {k: np.bincount(parent[dropped], weights=v[dropped], minlength=len(parent)) for k, v in columns.items()}
+    out: dict[int, dict[str, Any]] = {}
+    order = [i for i in _preorder(np.where(keep, parent, -2), start).tolist() if keep[i]]
+    next_id = len(parent)
+    for i in order:
+        row = {"id": i, "parent_id": int(parent[i]) if parent[i] >= 0 else None, "name": names[i],
+               **{k: v[i] for k, v in columns.items()}, "children": []}
+        out[i] = clean_row(row)
+        if row["parent_id"] is not None:
+            out[row["parent_id"]]["children"].append(i)
+    for i in np.flatnonzero(more_count).tolist():
+        label = f"… {int(more_count[i])} more"
+        row = {"id": next_id, "parent_id": i, "name": label, **{k: v[i] for k, v in more.items()}, "children": []}
+        out[next_id] = clean_row(row)
+        out[i]["children"].append(next_id)
+        next_id += 1
+    return list(out.values())

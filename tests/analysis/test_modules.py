@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from profboard.server.analysis.flows import build_flows
-from profboard.server.analysis.modules import module_view
+from profboard.server.analysis import modules
+from profboard.server.analysis.modules import module_view, operator_tree
 from profboard.server.analysis.optree import build_op_tree
 from synth import Trace, parse
 
@@ -160,3 +161,66 @@ def test_children_that_end_after_their_parent_keep_self_time_non_negative(child_
     mods = by_name(view(t))
     assert mods["B_0"]["parent_id"] == mods["A_0"]["id"]
     assert mods["A_0"]["host_self_us"] >= 0
+
+
+# -- operator tree of the main thread ----------------------------------------------------------
+
+
+def op_tree(t: Trace) -> dict:
+    tables = parse(t.build())
+    return operator_tree(tables, build_op_tree(tables.events))
+
+
+def test_operator_tree_merges_same_named_siblings_with_modules_as_nodes():
+    result = op_tree(model_trace())
+    nodes = {n["id"]: n for n in result["nodes"]}
+    names = [n["name"] for n in result["nodes"]]
+    assert names == ["ProfilerStep#1", "nn.Module: Model_0", "nn.Module: Linear_0", "aten::linear", "aten::addmm",
+                     "nn.Module: ReLU_0", "aten::relu", "aten::add", "aten::sum"]  # thread 2 is not main
+    step = result["nodes"][0]
+    model = next(n for n in result["nodes"] if n["name"] == "nn.Module: Model_0")
+    linear_op = next(n for n in result["nodes"] if n["name"] == "aten::linear")
+    assert [nodes[c]["name"] for c in step["children"]] == ["nn.Module: Model_0", "aten::sum"]
+    # Model_0's two calls: 500 + 200 less Linear_0 (200 + 100), ReLU_0 (100) and aten::add (20).
+    assert (model["calls"], model["host_total_us"], model["host_self_us"]) == (2, 700, 280)
+    assert (model["device_total_us"], model["device_self_us"]) == (75, 0)
+    # aten::linear twice: 150 + 50 less addmm 100 and the second call's 5 us launch.
+    assert (linear_op["calls"], linear_op["host_total_us"], linear_op["host_self_us"]) == (2, 200, 95)
+    assert (linear_op["device_self_us"], linear_op["device_total_us"]) == (20, 60)
+    assert result["truncated"] is False and result["thread"]["tid"] == "1000"
+
+
+def test_operator_tree_folds_extra_children_into_a_more_node(monkeypatch):
+    monkeypatch.setattr(modules, "MAX_CHILDREN", 2)
+    t = Trace()
+    t.step(1, 0, 1000)
+    for i, length in enumerate([10, 40, 30, 20]):
+        t.op(f"aten::op{i}", 100 * (i + 1), length)
+    result = op_tree(t)
+    step = result["nodes"][0]
+    children = [n for n in result["nodes"] if n["parent_id"] == step["id"]]
+    # The two longest stay, in time order; op0 (10) and op3 (20) become one node of 30 us.
+    assert [c["name"] for c in children] == ["aten::op1", "aten::op2", "… 2 more"]
+    assert children[-1]["host_total_us"] == 30 and children[-1]["calls"] == 2
+    assert result["truncated"] is True
+
+
+def test_operator_tree_node_budget_keeps_the_shallowest(monkeypatch):
+    monkeypatch.setattr(modules, "MAX_TREE_NODES", 2)
+    t = Trace()
+    t.step(1, 0, 1000)
+    t.op("aten::outer", 10, 500)
+    t.op("aten::inner", 20, 100)
+    result = op_tree(t)
+    assert [n["name"] for n in result["nodes"]] == ["ProfilerStep#1", "aten::outer", "… 1 more"]
+
+
+def test_operator_tree_without_steps_uses_the_thread_with_modules():
+    t = Trace()
+    t.python("nn.Module: A_0", 0, 100, python_id=1)
+    t.op("aten::mm", 10, 50)
+    for i in range(3):
+        t.op("aten::add", 200 + 10 * i, 5, tid=2)  # more operators, no module
+    result = op_tree(t)
+    assert result["thread"]["tid"] == "1000"
+    assert [n["name"] for n in result["nodes"]] == ["nn.Module: A_0", "aten::mm"]
