@@ -206,6 +206,33 @@ class Trace:
         """An NCCL communication kernel, on its own stream as NCCL runs them."""
         return self.kernel(name, ts, dur, correlation=correlation, device=device, stream=stream)
 
+    def collective(self, ts: float, dur: float, kernel_ts: float | None = None, kernel_dur: float = 0.0,
+                   op: str | None = "nccl:all_reduce", nelems: int = 1024, dtype: str = "float",
+                   kernel: str = NCCL_ALLREDUCE, wrapped: bool = True, tid: Any = None, device: int = 0,
+                   stream: int = 20) -> int:
+        """A c10d collective as PyTorch 2.x records it: `record_param_comms` (ts..ts+dur) holding
+        the `nccl:*` annotation (`op`; None leaves it out), a launch at ts+1 and the NCCL kernel
+        (none when `kernel_ts` is None), tied to record_param_comms by external id.
+        `wrapped=False` writes PyTorch 1.x's shape: the `nccl:*` op alone, its kernel tied to it.
+        Returns the external id the kernel carries."""
+        ext = next(self._external)
+        if wrapped:
+            self.complete(self.cat("op"), "record_param_comms", ts, dur, tid=tid, **{
+                "External id": ext, "Collective name": (op or "allreduce").split(":")[-1].replace("_", ""),
+                "In msg nelems": nelems, "Out msg nelems": nelems, "Group size": 4, "dtype": "Float",
+                "Process Group Name": "0", "Process Group Ranks": "[0, 1, 2, 3]",
+                "Input Dims": [[[nelems]], [], []], "Input type": ["TensorList", "", "Scalar"]})
+        if op is not None:
+            inner = (ts + 0.5, dur - 1.0) if wrapped else (ts, dur)
+            self.complete(self.cat("annotation" if wrapped else "op"), op, *inner, tid=tid, **{
+                "External id": next(self._external) if wrapped else ext,
+                "Input Dims": [[nelems]], "Input type": [dtype]})
+        if kernel_ts is not None:
+            corr = self.runtime("cudaLaunchKernelExC", ts + 1, 0.5, external_id=ext, tid=tid)
+            self._device_event("kernel", kernel, kernel_ts, kernel_dur, corr, device, stream, ext,
+                               {"grid": [24, 1, 1], "block": [544, 1, 1]})
+        return ext
+
     # -- other records ------------------------------------------------------------------------
 
     def ac2g(self, correlation: int, launch_ts: float, kernel_ts: float, device: int = 0, stream: int = 7,

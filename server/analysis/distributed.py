@@ -1,0 +1,441 @@
+"""Distributed view: how the ranks of a run compute, communicate and wait for each other.
+
+Each worker's trace is summarised on its own (`summarize_worker`, poolable); the summaries
+are then combined (`combine`). Steps are found per worker as in the Overview.
+
+1. Identity: rank, world size and backend from the trace's `distributedInfo`. Without it
+   the rank is the number at the end of the worker name ("worker3" is rank 3), else the
+   next free rank in name order; the world size is the number of workers; the backend is
+   "nccl" when NCCL kernels ran. Each assumption is listed with the rank.
+2. Topology: the reference's worker naming `<host>_<pid>` gives node and process (else the
+   worker name is the node and the trace's CPU process id the process); GPUs are the
+   devices that ran kernels, with their properties from `deviceProperties`.
+3. Computation/communication overlap, per step (as the reference defined it):
+   computation = GPU kernel time (not communication kernels) not overlapping communication;
+   overlapping = computation kernels ∩ communication; communication = communication not
+   overlapping computation; other = step time with neither. Communication is the union of
+   NCCL/RCCL kernels (`ncclDevKernel_*`, `ncclKernel_*`) and gloo host collectives. A trace
+   with no GPU kernels uses host operator time as computation, as the reference did.
+   "average" is the mean over steps.
+4. Collective calls: a `record_param_comms` op that holds a `nccl:*` / `gloo:*` op, or a
+   `nccl:*` / `gloo:*` op on its own (PyTorch 1.x), or a `record_param_comms` that launched
+   a communication kernel. Its kernels carry the call's external id. Name: the `nccl:*` op's,
+   else "nccl:" and the kernel's collective (`AllReduce` -> `nccl:all_reduce`). Size: the
+   `nccl:*` op's input tensors (elements x element size, summed over inputs, as the
+   reference). Latency: the call's GPU kernel time (a gloo call: its host time). The call
+   belongs to the step its host op starts in. `record_param_comms` ops that launched nothing
+   (`wait`) are not calls.
+5. Data transfer vs synchronizing, and stragglers: see the Stragglers note. Per step,
+   transfer and wait sum those of the calls made in the step; "unattributed" is the
+   step's communication time no aligned call accounts for (kernels tied to no call, such
+   as one launched before the trace began), so transfer + wait + unattributed = the
+   step's communication time (computation overlap included) unless calls cross steps.
+6. Communication ops per rank and collective name: calls, total/avg size, total/avg latency,
+   total/avg data transfer time (over the aligned calls).
+7. Step comparison: each rank's Overview step breakdown averaged over its steps.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..trace.schema import HOST_OP_KINDS, Kind
+from ..trace.tables import TraceTables
+from . import ranges
+from .categories import is_communication_kernel_name, is_host_collective_name, role_masks
+from .names import name_mask
+from .optree import thread_key
+from .overview import _properties, device_of_kernels, step_breakdown
+from .records import clean_row
+from .steps import Steps, detect_steps
+from .stragglers import align_calls, stragglers
+
+# Bytes per element of the `Input type` strings PyTorch writes for tensors.
+ELEMENT_BYTES = {
+    "double": 8, "float": 4, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4,
+    "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "c10::Float8_e4m3fn": 1,
+    "c10::Float8_e5m2": 1, "c10::Float8_e4m3fnuz": 1, "c10::Float8_e5m2fnuz": 1,
+    "c10::complex<float>": 8, "c10::complex<double>": 16, "c10::complex<c10::Half>": 4,
+    "unsigned int": 4, "unsigned long": 8, "unsigned short": 2,
+}
+RECORD_PARAM_COMMS = "record_param_comms"
+_KERNEL_COLLECTIVE = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)
+_HOST_PID = re.compile(r"^(.*)_(\d+)$")  # the reference's <host>_<pid> worker names
+_TRAILING_NUMBER = re.compile(r"(\d+)$")
+
+
+def is_collective_op_name(name: str) -> bool:
+    """CPU-side collective ops: `nccl:all_reduce`, `gloo:broadcast`, ..."""
+    return name.startswith("nccl:") or is_host_collective_name(name)
+
+
+# --- identity and topology -------------------------------------------------------------------
+
+def worker_identity(name: str, tables: TraceTables) -> dict[str, Any]:
+    """Rank, world size and backend of a worker, with what had to be assumed (rank None when
+    neither distributedInfo nor the name gives one; `combine` then picks a free rank)."""
+    info = tables.metadata.get("distributedInfo")
+    info = info if isinstance(info, dict) else {}
+    assumed = []
+    rank = info.get("rank") if isinstance(info.get("rank"), int) else None
+    if rank is None:
+        match = _TRAILING_NUMBER.search(name)
+        rank = int(match.group(1)) if match else None
+        assumed.append("rank from the worker name" if match else "rank unknown")
+    world = info.get("world_size") if isinstance(info.get("world_size"), int) else None
+    backend = info.get("backend") if isinstance(info.get("backend"), str) else None
+    if backend is None:
+        kernels = tables.events[tables.events["kind"].to_numpy() == Kind.KERNEL]
+        if name_mask(kernels["name"], is_communication_kernel_name).any():
+            backend = "nccl"
+            assumed.append("backend nccl from its kernels")
+    return {"worker": name, "rank": rank, "world_size": world, "backend": backend, "assumed": assumed}
+
+
+def settle_ranks(identities: list[dict[str, Any]]) -> list[str]:
+    """Give workers without a rank (or sharing one) the next free ranks in name order, and
+    the world size where it is missing; returns warnings. Mutates the identities."""
+    warnings = []
+    seen: set[int] = set()
+    pending = []
+    n = len(identities)
+    for ident in sorted(identities, key=lambda i: i["worker"]):
+        # A number ending a `<host>_<pid>` name is a pid: out of range, it is no rank.
+        guessed = "rank from the worker name" in ident["assumed"]
+        if ident["rank"] is None or ident["rank"] in seen or (guessed and not 0 <= ident["rank"] < n):
+            pending.append(ident)
+        else:
+            seen.add(ident["rank"])
+    free = (r for r in range(n + len(seen)) if r not in seen)
+    for ident in pending:
+        ident["rank"] = next(free)
+        ident["assumed"].append("rank assigned in worker-name order")
+        warnings.append(f"worker {ident['worker']}: no usable rank, shown as rank {ident['rank']}")
+    for ident in identities:
+        if ident["world_size"] is None:
+            ident["world_size"] = n
+            ident["assumed"].append("world size = number of workers")
+    return warnings
+
+
+def topology_entry(name: str, tables: TraceTables) -> dict[str, Any]:
+    """Node, process and the GPUs (properties) that ran this worker's kernels."""
+    match = _HOST_PID.match(name)
+    events = tables.events
+    kernels = events[events["kind"].to_numpy() == Kind.KERNEL]
+    props = {p.get("id"): p for p in tables.metadata.get("deviceProperties") or [] if isinstance(p, dict)}
+    gpus = [{"device": int(d), **_properties(props.get(d))} for d in sorted(set(device_of_kernels(kernels).tolist()))]
+    if match:
+        return {"node": match.group(1), "process": match.group(2), "gpus": gpus, "assumed": []}
+    host = events[np.isin(events["kind"].to_numpy(), HOST_OP_KINDS)]["pid"].astype(str)
+    process = host.mode().iloc[0] if len(host) else None
+    return {"node": name, "process": process, "gpus": gpus,
+            "assumed": ["node from the worker name (not <host>_<pid>)"]}
+
+
+def topology(identities: list[dict[str, Any]], entries: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Nodes, each with its processes (rank, worker, process id, GPUs), by rank."""
+    nodes: dict[str, list[dict[str, Any]]] = {}
+    for ident in sorted(identities, key=lambda i: i["rank"]):
+        entry = entries[ident["worker"]]
+        nodes.setdefault(entry["node"], []).append({
+            "rank": ident["rank"], "worker": ident["worker"], "process": entry["process"],
+            "gpus": entry["gpus"], "assumed": entry["assumed"]})
+    return [{"node": node, "processes": procs} for node, procs in nodes.items()]
+
+
+# --- overlap -------------------------------------------------------------------------------
+
+OVERLAP_PARTS = ("computation_us", "overlapping_us", "communication_us", "other_us")
+
+
+def overlap(events: pd.DataFrame, steps: Steps) -> dict[str, Any]:
+    """Per step and on average: computation, overlapping, communication and other time (us)."""
+    roles = role_masks(events)
+    compute = roles["kernel"] if roles["kernel"].any() else roles["cpu_exec"]
+    ts = events["ts"].to_numpy()
+    end = ts + events["dur"].to_numpy()
+    comp = ranges.union(ts[compute], end[compute])
+    comm = ranges.union(ts[roles["communication"]], end[roles["communication"]])
+    windows = (steps.starts, steps.ends)
+    # Computation first: its column is all computation, the next communication without it.
+    first = ranges.assign_by_priority([comp, comm], windows)
+    comm_all = ranges.assign_by_priority([comm], windows)[:, 0]
+    both = comm_all - first[:, 1]
+    frame = pd.DataFrame({
+        "step": steps.names, "total_us": steps.ends - steps.starts,
+        "computation_us": first[:, 0] - both, "overlapping_us": both,
+        "communication_us": first[:, 1], "other_us": first[:, 2]})
+    return {"steps": [clean_row(r) for r in frame.to_dict("records")], "average": _average(frame)}
+
+
+def _average(frame: pd.DataFrame) -> dict[str, Any]:
+    return clean_row({k: float(frame[k].mean()) if len(frame) else None for k in frame.columns if k != "step"})
+
+
+# --- collective calls ----------------------------------------------------------------------
+
+def collective_calls(events: pd.DataFrame, steps: Steps) -> tuple[pd.DataFrame, list[str]]:
+    """One row per collective call (definition 4): name, cpu_ts/cpu_end, gpu_ts/gpu_end,
+    busy_us, kernels, bytes (NaN when unknown), step_name, index (k-th call of its name in
+    its step), cpu_arrival_us and gpu_arrival_us (from its step's start); and warnings."""
+    kind = events["kind"].to_numpy()
+    names = events["name"]
+    host = np.isin(kind, HOST_OP_KINDS)
+    rpc = np.flatnonzero(host & name_mask(names, lambda n: n == RECORD_PARAM_COMMS))
+    ops = np.flatnonzero(host & name_mask(names, is_collective_op_name))
+    parent = _enclosing(events, ops, rpc)
+    # Roots: an op's record_param_comms when it has one, else the op; then lone record_param_comms.
+    root_of_op = np.where(parent >= 0, parent, ops)
+    first_op = pd.Series(ops, index=root_of_op)
+    first_op = first_op[~first_op.index.duplicated()]
+    lone_rpc = np.setdiff1d(rpc, first_op.index.to_numpy())
+    roots = np.concatenate([first_op.index.to_numpy(), lone_rpc])
+    op_row = np.concatenate([first_op.to_numpy(), np.full(len(lone_rpc), -1)])
+    kern = _kernels_by_call(events, roots, op_row)
+    keep = (op_row >= 0) | (kern["kernels"].to_numpy() > 0)
+    calls = _call_frame(events, roots[keep], op_row[keep], kern[keep])
+    calls = _place_in_steps(calls, steps)
+    return calls, _call_warnings(events, calls, kern.attrs["unlinked"])
+
+
+def _enclosing(events: pd.DataFrame, inner: np.ndarray, outer: np.ndarray) -> np.ndarray:
+    """For each `inner` row, the `outer` row on its thread that encloses it (-1: none)."""
+    if not len(inner) or not len(outer):
+        return np.full(len(inner), -1, dtype=np.int64)
+    ts = events["ts"].to_numpy()
+    end = ts + events["dur"].to_numpy()
+    thread = thread_key(events)
+    left = pd.DataFrame({"ts": ts[inner], "thread": thread[inner], "end": end[inner], "pos": np.arange(len(inner))})
+    right = pd.DataFrame({"ts": ts[outer], "thread": thread[outer], "outer_end": end[outer], "outer": outer})
+    merged = pd.merge_asof(left.sort_values("ts"), right.sort_values("ts"), on="ts", by="thread")
+    inside = merged["outer"].notna() & (merged["outer_end"] >= merged["end"])
+    found = np.full(len(inner), -1, dtype=np.int64)
+    found[merged["pos"].to_numpy()] = np.where(inside, merged["outer"].fillna(-1), -1).astype(np.int64)
+    return found
+
+
+def _kernels_by_call(events: pd.DataFrame, roots: np.ndarray, op_row: np.ndarray) -> pd.DataFrame:
+    """Per call: its communication kernels' first start, last end, summed time and count
+    (tied by the external id of the call's root or of its collective op)."""
+    kind = events["kind"].to_numpy()
+    comm = np.flatnonzero((kind == Kind.KERNEL) & name_mask(events["name"], is_communication_kernel_name))
+    ext = events["external_id"].to_numpy()
+    call_ext = np.concatenate([ext[roots], np.where(op_row >= 0, ext[np.maximum(op_row, 0)], -1)])
+    call_pos = np.concatenate([np.arange(len(roots))] * 2)
+    valid = call_ext >= 0
+    lookup = pd.Series(call_pos[valid], index=call_ext[valid])
+    lookup = lookup[~lookup.index.duplicated()]
+    owner = lookup.reindex(ext[comm]).fillna(-1).to_numpy().astype(np.int64)
+    linked = comm[owner >= 0]
+    ts = events["ts"].to_numpy()[linked]
+    dur = events["dur"].to_numpy()[linked]
+    frame = pd.DataFrame({"call": owner[owner >= 0], "ts": ts, "end": ts + dur, "dur": dur,
+                          "name": events["name"].to_numpy()[linked]})
+    grouped = frame.groupby("call")
+    out = pd.DataFrame({"gpu_ts": grouped["ts"].min(), "gpu_end": grouped["end"].max(),
+                        "busy_us": grouped["dur"].sum(), "kernels": grouped.size(),
+                        "kernel_name": grouped["name"].first()}).reindex(np.arange(len(roots)))
+    out["kernels"] = out["kernels"].fillna(0).astype(np.int64)
+    out.attrs["unlinked"] = int((owner < 0).sum())
+    return out
+
+
+def _call_frame(events: pd.DataFrame, roots: np.ndarray, op_row: np.ndarray, kern: pd.DataFrame) -> pd.DataFrame:
+    ts = events["ts"].to_numpy()
+    end = ts + events["dur"].to_numpy()
+    names = events["name"].astype(str).to_numpy()
+    has_op = op_row >= 0
+    op = np.maximum(op_row, 0)
+    name = np.where(has_op, names[op], [_kernel_collective(k) for k in kern["kernel_name"]])
+    gloo = has_op & np.array([is_host_collective_name(n) for n in name], dtype=bool)
+    # A gloo collective runs on the CPU: its host range is its communication.
+    gpu_ts = np.where(gloo, ts[roots], kern["gpu_ts"].to_numpy())
+    gpu_end = np.where(gloo, end[roots], kern["gpu_end"].to_numpy())
+    busy = np.where(gloo, end[roots] - ts[roots], kern["busy_us"].to_numpy())
+    nbytes = np.full(len(roots), np.nan)
+    if has_op.any():
+        nbytes[has_op] = tensor_bytes(events["input_dims"].to_numpy()[op_row[has_op]],
+                                      events["input_type"].to_numpy()[op_row[has_op]])
+    return pd.DataFrame({
+        "name": name, "cpu_ts": ts[roots], "cpu_end": end[roots], "gpu_ts": gpu_ts, "gpu_end": gpu_end,
+        "busy_us": busy, "kernels": kern["kernels"].to_numpy(), "bytes": nbytes,
+    }).sort_values("cpu_ts", kind="stable", ignore_index=True)
+
+
+def _kernel_collective(kernel_name: Any) -> str:
+    """`ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)` -> `nccl:all_reduce`."""
+    match = _KERNEL_COLLECTIVE.match(str(kernel_name)) if isinstance(kernel_name, str) else None
+    if not match:
+        return "nccl:unknown"
+    return "nccl:" + re.sub(r"(?<!^)(?=[A-Z])", "_", match.group(1)).lower()
+
+
+def tensor_bytes(dims: np.ndarray, types: np.ndarray) -> np.ndarray:
+    """Bytes of each op's input tensors from its `Input Dims` / `Input type` JSON texts
+    (NaN when a tensor's element type is unknown)."""
+    cache: dict[tuple[Any, Any], float] = {}
+    out = np.empty(len(dims))
+    for i, key in enumerate(zip(dims, types)):
+        if key not in cache:
+            cache[key] = _bytes_of(*key)
+        out[i] = cache[key]
+    return out
+
+
+def _bytes_of(dims_text: Any, types_text: Any) -> float:
+    try:
+        dims, types = json.loads(dims_text), json.loads(types_text)
+    except (TypeError, ValueError):
+        return np.nan
+    total = 0
+    for shape, dtype in zip(dims, types):
+        if not shape or not isinstance(shape, list) or not all(isinstance(d, int) for d in shape):
+            continue  # scalars and non-tensor arguments
+        size = ELEMENT_BYTES.get(dtype)
+        if size is None:
+            return np.nan
+        total += int(np.prod(shape, dtype=np.int64)) * size
+    return float(total)
+
+
+def _place_in_steps(calls: pd.DataFrame, steps: Steps) -> pd.DataFrame:
+    """Step of each call (the one its host op starts in), its k-th place among same-named calls
+    of that step, and its arrivals from the step's start."""
+    cpu_ts = calls["cpu_ts"].to_numpy()
+    idx = np.searchsorted(steps.starts, cpu_ts, side="right") - 1
+    inside = idx >= 0
+    inside[inside] = cpu_ts[inside] < steps.ends[idx[inside]]
+    names = np.array(steps.names, dtype=object)
+    start = np.where(inside, steps.starts[np.maximum(idx, 0)], np.nan)
+    calls = calls.assign(step_name=np.where(inside, names[np.maximum(idx, 0)] if len(names) else "", ""))
+    calls["index"] = calls.groupby(["step_name", "name"]).cumcount()
+    calls["cpu_arrival_us"] = cpu_ts - start
+    calls["gpu_arrival_us"] = calls["gpu_ts"].to_numpy() - start
+    return calls
+
+
+def _call_warnings(events: pd.DataFrame, calls: pd.DataFrame, unlinked: int) -> list[str]:
+    warnings = []
+    if unlinked:
+        warnings.append(f"{unlinked} communication kernel(s) are tied to no collective call (launched before "
+                        "the trace began?): they count as communication time, not in the ops table")
+    unknown = int(calls["bytes"].isna().sum())
+    if unknown:
+        warnings.append(f"{unknown} collective call(s) have no known size (no nccl:* op with input shapes; "
+                        "record_param_comms' message sizes and dtype are not read)")
+    outside = int((calls["step_name"] == "").sum())
+    if outside:
+        warnings.append(f"{outside} collective call(s) lie outside every step")
+    return warnings
+
+
+# --- per rank tables -----------------------------------------------------------------------
+
+def comm_ops(calls: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per collective name of one rank's calls (with `transfer_us` from alignment): calls,
+    total/avg bytes, total/avg latency, total/avg data transfer time."""
+    if calls.empty:
+        return []
+    grouped = calls.groupby("name", sort=True)
+    rows = []
+    for name, group in grouped:
+        n = len(group)
+        sizes = group["bytes"].dropna()
+        transfer = group["transfer_us"].dropna()
+        rows.append(clean_row({
+            "name": name, "calls": n,
+            "total_bytes": int(sizes.sum()) if len(sizes) else None,
+            "avg_bytes": int(round(sizes.mean())) if len(sizes) else None,
+            "total_latency_us": float(group["busy_us"].sum()), "avg_latency_us": float(group["busy_us"].mean()),
+            "total_transfer_us": float(transfer.sum()) if len(transfer) else None,
+            "avg_transfer_us": float(transfer.mean()) if len(transfer) else None,
+            "transfer_calls": len(transfer)}))
+    return rows
+
+
+def wait_and_transfer(calls: pd.DataFrame, overlap_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per step of one rank: communication time split into transfer_us, wait_us and
+    unattributed_us (definition 5), with communication_us the step's communication time."""
+    per_step = calls.groupby("step_name")[["transfer_us", "wait_us"]].sum(min_count=1) if len(calls) else None
+    rows = []
+    for row in overlap_rows:
+        comm = (row["communication_us"] or 0.0) + (row["overlapping_us"] or 0.0)
+        has = per_step is not None and row["step"] in per_step.index
+        transfer = float(np.nan_to_num(per_step.at[row["step"], "transfer_us"])) if has else 0.0
+        wait = float(np.nan_to_num(per_step.at[row["step"], "wait_us"])) if has else 0.0
+        rows.append({"step": row["step"], "communication_us": comm, "transfer_us": transfer, "wait_us": wait,
+                     "unattributed_us": max(comm - transfer - wait, 0.0)})
+    frame = pd.DataFrame(rows, columns=["step", "communication_us", "transfer_us", "wait_us", "unattributed_us"])
+    return {"steps": [clean_row(r) for r in rows], "average": _average(frame)}
+
+
+def step_comparison(breakdown: pd.DataFrame) -> dict[str, Any]:
+    """One rank's Overview breakdown averaged over its steps."""
+    return {"steps": len(breakdown), "average": _average(breakdown)}
+
+
+# --- assembly ------------------------------------------------------------------------------
+
+@dataclass
+class WorkerSummary:
+    """What the combine step needs of one worker: small, picklable."""
+
+    identity: dict[str, Any]
+    topology: dict[str, Any]
+    overlap: dict[str, Any]
+    calls: pd.DataFrame
+    comparison: dict[str, Any]
+    mean_step_us: float | None
+    warnings: list[str] = field(default_factory=list)
+
+
+def summarize_worker(name: str, tables: TraceTables) -> WorkerSummary:
+    """One worker's share of the Distributed view (no cross-worker state)."""
+    events = tables.events
+    steps = detect_steps(events)
+    calls, warnings = collective_calls(events, steps)
+    step_us = steps.ends - steps.starts
+    return WorkerSummary(
+        identity=worker_identity(name, tables), topology=topology_entry(name, tables),
+        overlap=overlap(events, steps), calls=calls,
+        comparison=step_comparison(step_breakdown(events, steps)),
+        mean_step_us=float(step_us.mean()) if len(step_us) else None,
+        warnings=[f"{name}: {w}" for w in steps.warnings + warnings])
+
+
+def combine(summaries: list[WorkerSummary]) -> dict[str, Any]:
+    """The Distributed view's data from every worker's summary (ranks in rank order)."""
+    identities = [s.identity for s in summaries]
+    warnings = settle_ranks(identities)
+    by_rank = sorted(summaries, key=lambda s: s.identity["rank"])
+    aligned = align_calls({s.identity["rank"]: s.calls for s in by_rank})
+    calls_of = {rank: group for rank, group in aligned.groupby("rank")} if len(aligned) else {}
+    empty = aligned.iloc[:0]
+
+    def per_rank(s: WorkerSummary, **parts: Any) -> dict[str, Any]:
+        return {"rank": s.identity["rank"], "worker": s.identity["worker"], **parts}
+
+    ranks = [{"rank": s.identity["rank"], "worker": s.identity["worker"]} for s in by_rank]
+    return {
+        "ranks": [s.identity for s in by_rank],
+        "topology": topology(identities, {s.identity["worker"]: s.topology for s in by_rank}),
+        "overlap": [per_rank(s, **s.overlap) for s in by_rank],
+        "wait": [per_rank(s, **wait_and_transfer(calls_of.get(s.identity["rank"], empty), s.overlap["steps"]))
+                 for s in by_rank],
+        "comm_ops": [per_rank(s, rows=comm_ops(calls_of.get(s.identity["rank"], empty))) for s in by_rank],
+        "stragglers": stragglers(aligned, ranks, {s.identity["rank"]: s.mean_step_us for s in by_rank}),
+        "comparison": [per_rank(s, **s.comparison) for s in by_rank],
+        "warnings": warnings + [w for s in by_rank for w in s.warnings],
+    }
+
+
+def distributed(workers: dict[str, TraceTables]) -> dict[str, Any]:
+    """The `/api/distributed` object for a run's workers (name -> tables of one span)."""
+    return combine([summarize_worker(name, tables) for name, tables in workers.items()])

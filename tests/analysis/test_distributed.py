@@ -1,0 +1,274 @@
+"""Distributed view (server/analysis/distributed.py, stragglers.py) on tiny synthetic ranks.
+
+Each expected number is worked out by hand in a comment. Ranks are built by `ddp_rank`: two
+steps of 2000 us, each with a compute kernel and three all-reduces whose kernels end
+together on every rank (the collective completes when the last rank arrives).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from profboard.server.analysis.distributed import (collective_calls, distributed, overlap, settle_ranks,
+                                                   worker_identity)
+from profboard.server.analysis.steps import detect_steps
+from synth import NCCL_ALLREDUCE, Trace, parse
+
+STEP_US = 2000
+CALLS_AT = (100, 600, 1100)     # host entry of each all-reduce, from the step start
+TRANSFER_US = 50               # the last rank's kernel: it moves data, nobody waits
+
+
+def ddp_rank(rank: int, late: dict[int, float] | None = None, skip: set[tuple[int, int]] = frozenset(),
+             world: int = 4, info: bool = True) -> Trace:
+    """One rank: steps 1 and 2; all-reduce k enters at CALLS_AT[k] + its lateness, its kernel
+    starts 10 us later and ends TRANSFER_US after the latest rank's kernel starts."""
+    late = late or {}
+    t = Trace(pid=100 + rank)
+    if info:
+        t.distributed(rank, world)
+    t.device(id=rank)
+    worst = max(late.values(), default=0.0)
+    for n, base in ((1, 0), (2, STEP_US)):
+        t.step(n, base, STEP_US)
+        t.launch(base + 20, 5, base + 30, 60, device=rank)              # compute kernel
+        for k, at in enumerate(CALLS_AT):
+            if (n, k) in skip:
+                continue
+            start = base + at + late.get(rank, 0.0)
+            kernel_ts = start + 10
+            kernel_end = base + at + worst + 10 + TRANSFER_US
+            t.collective(start, 40, kernel_ts, kernel_end - kernel_ts, nelems=1000 * (k + 1), device=rank)
+    return t
+
+
+def run(traces: dict[str, Trace]) -> dict:
+    return distributed({name: parse(t.build()) for name, t in traces.items()})
+
+
+def by_rank(rows: list[dict]) -> dict[int, dict]:
+    return {r["rank"]: r for r in rows}
+
+
+# --- identity --------------------------------------------------------------------------------
+
+def test_identity_from_distributed_info():
+    t = Trace()
+    t.distributed(2, 8, backend="nccl")
+    assert worker_identity("whatever", parse(t.build())) == {
+        "worker": "whatever", "rank": 2, "world_size": 8, "backend": "nccl", "assumed": []}
+
+
+def test_identity_falls_back_to_worker_name_and_kernels():
+    t = Trace()
+    t.nccl(10, 5)
+    ident = worker_identity("worker3", parse(t.build()))
+    assert (ident["rank"], ident["world_size"], ident["backend"]) == (3, None, "nccl")
+    assert ident["assumed"] == ["rank from the worker name", "backend nccl from its kernels"]
+
+
+def test_settle_ranks_replaces_pids_and_duplicates_in_name_order():
+    # host_pid names give pids (907, 908): out of range for 3 workers; "b" duplicates rank 0.
+    idents = [
+        {"worker": "vm_908", "rank": 908, "world_size": None, "backend": None, "assumed": ["rank from the worker name"]},
+        {"worker": "a", "rank": 0, "world_size": 3, "backend": None, "assumed": []},
+        {"worker": "b", "rank": 0, "world_size": 3, "backend": None, "assumed": []},
+    ]
+    warnings = settle_ranks(idents)
+    assert [i["rank"] for i in idents] == [2, 0, 1]    # free ranks 1, 2 go to b, vm_908 (name order)
+    assert idents[0]["world_size"] == 3 and "world size = number of workers" in idents[0]["assumed"]
+    assert len(warnings) == 2
+
+
+def test_run_without_distributed_info_uses_names():
+    out = run({"worker1": ddp_rank(1, info=False), "worker0": ddp_rank(0, info=False)})
+    assert [(r["rank"], r["worker"], r["world_size"]) for r in out["ranks"]] == [(0, "worker0", 2), (1, "worker1", 2)]
+
+
+# --- overlap ---------------------------------------------------------------------------------
+
+def test_overlap_splits_each_step_as_the_reference():
+    t = Trace()
+    t.step(1, 0, 100)
+    t.launch(1, 1, 10, 40)            # compute kernel 10..50
+    t.nccl(40, 30)                    # communication 40..70
+    t.step(2, 100, 100)
+    t.launch(101, 1, 120, 10, name=NCCL_ALLREDUCE)   # communication only: 120..130
+    tables = parse(t.build())
+    out = overlap(tables.events, detect_steps(tables.events))
+    # step 1: computation 40 - overlap 10 = 30; overlapping 40..50 = 10; communication 30 - 10 = 20;
+    # other 100 - (10..70 = 60) = 40. Step 2: communication 10, other 90.
+    assert out["steps"] == [
+        {"step": "1", "total_us": 100.0, "computation_us": 30.0, "overlapping_us": 10.0,
+         "communication_us": 20.0, "other_us": 40.0},
+        {"step": "2", "total_us": 100.0, "computation_us": 0.0, "overlapping_us": 0.0,
+         "communication_us": 10.0, "other_us": 90.0},
+    ]
+    assert out["average"] == {"total_us": 100.0, "computation_us": 15.0, "overlapping_us": 5.0,
+                              "communication_us": 15.0, "other_us": 65.0}
+
+
+def test_overlap_without_kernels_uses_host_ops_and_gloo():
+    t = Trace()
+    t.step(1, 0, 100)
+    t.op("aten::add", 10, 30)                 # computation 10..40
+    t.op("gloo:all_reduce", 30, 30)           # host collective 30..60
+    tables = parse(t.build())
+    (row,) = overlap(tables.events, detect_steps(tables.events))["steps"]
+    # computation 30 - 10 = 20, overlapping 30..40 = 10, communication 30 - 10 = 20, other 100 - 50 = 50
+    assert (row["computation_us"], row["overlapping_us"], row["communication_us"], row["other_us"]) == (
+        20.0, 10.0, 20.0, 50.0)
+
+
+# --- collective calls ------------------------------------------------------------------------
+
+def calls_of(t: Trace):
+    tables = parse(t.build())
+    return collective_calls(tables.events, detect_steps(tables.events))
+
+
+def test_calls_pair_record_param_comms_with_nccl_op_and_kernel():
+    t = Trace()
+    t.step(1, 0, 500)
+    t.collective(10, 40, 20, 100, nelems=1000)                             # float: 4000 bytes
+    t.collective(60, 30, 70, 8, op="nccl:broadcast", nelems=53, dtype="long int",
+                 kernel="ncclDevKernel_Broadcast_RING_LL(ncclDevKernelArgsStorage<4096ul>)")  # 53 * 8 = 424
+    t.collective(100, 5, None, op=None)          # a `wait` record: no nccl op, no kernel: no call
+    calls, warnings = calls_of(t)
+    assert calls[["name", "bytes", "busy_us", "kernels", "step_name", "index"]].values.tolist() == [
+        ["nccl:all_reduce", 4000.0, 100.0, 1, "1", 0],
+        ["nccl:broadcast", 424.0, 8.0, 1, "1", 0],
+    ]
+    # kernels start 10 us after entering: arrivals from the step start (0)
+    assert calls["cpu_arrival_us"].tolist() == [10.0, 60.0]
+    assert calls["gpu_arrival_us"].tolist() == [20.0, 70.0]
+    assert warnings == []
+
+
+def test_calls_legacy_nccl_op_and_kernel_only_record():
+    t = Trace()
+    t.step(1, 0, 500)
+    t.collective(10, 40, 20, 30, wrapped=False, nelems=10, dtype="c10::BFloat16")     # 1.x: 20 bytes
+    t.collective(100, 40, 110, 25, op=None)        # no nccl:* op: named from the kernel, size unknown
+    t.nccl(300, 7)                                 # a kernel tied to no call
+    calls, warnings = calls_of(t)
+    assert calls["name"].tolist() == ["nccl:all_reduce", "nccl:all_reduce"]
+    assert calls["bytes"].tolist()[0] == 20.0 and calls["bytes"].isna().tolist() == [False, True]
+    assert calls["busy_us"].tolist() == [30.0, 25.0]
+    assert calls["index"].tolist() == [0, 1]
+    assert any("1 communication kernel(s) are tied to no collective call" in w for w in warnings)
+    assert any("1 collective call(s) have no known size" in w for w in warnings)
+
+
+def test_gloo_call_is_its_host_range():
+    t = Trace()
+    t.step(1, 0, 500)
+    t.op("gloo:all_reduce", 10, 40, input_dims=[[4]])
+    calls, _ = calls_of(t)
+    assert calls[["name", "busy_us", "gpu_ts", "gpu_end"]].values.tolist() == [["gloo:all_reduce", 40.0, 10.0, 50.0]]
+
+
+# --- transfer and waiting, comm ops ----------------------------------------------------------
+
+def test_transfer_is_the_shortest_rank_and_the_rest_is_waiting():
+    out = run({f"worker{r}": ddp_rank(r, late={1: 200}, world=2) for r in range(2)})
+    # Rank 1 enters every all-reduce 200 us late: its kernels take TRANSFER_US = 50, rank 0's
+    # 200 + 50 = 250. Per step three calls: transfer 150, waiting 3 x 200 = 600 on rank 0, 0 on rank 1.
+    wait = by_rank(out["wait"])
+    assert wait[0]["steps"][0] == {"step": "1", "communication_us": 750.0, "transfer_us": 150.0,
+                                   "wait_us": 600.0, "unattributed_us": 0.0}
+    assert wait[1]["average"] == {"communication_us": 150.0, "transfer_us": 150.0, "wait_us": 0.0,
+                                  "unattributed_us": 0.0}
+    (row,) = by_rank(out["comm_ops"])[0]["rows"]
+    # 6 calls of 4000, 8000, 12000 bytes (twice); latency 6 x 250; transfer 6 x 50
+    assert row == {"name": "nccl:all_reduce", "calls": 6, "total_bytes": 48000, "avg_bytes": 8000,
+                   "total_latency_us": 1500.0, "avg_latency_us": 250.0, "total_transfer_us": 300.0,
+                   "avg_transfer_us": 50.0, "transfer_calls": 6}
+
+
+def test_unlinked_kernel_is_unattributed_communication():
+    traces = {f"worker{r}": ddp_rank(r, world=2) for r in range(2)}
+    traces["worker0"].nccl(800, 30)        # in step 1, tied to no call
+    wait = by_rank(run(traces)["wait"])[0]["steps"][0]
+    # three calls of 50 us, all transfer; the stray kernel's 30 us are unattributed
+    assert (wait["communication_us"], wait["transfer_us"], wait["wait_us"], wait["unattributed_us"]) == (
+        180.0, 150.0, 0.0, 30.0)
+
+
+# --- stragglers ------------------------------------------------------------------------------
+
+def test_slow_rank_is_named_with_its_delay():
+    out = run({f"worker{r}": ddp_rank(r, late={2: 300}) for r in range(4)})
+    s = out["stragglers"]
+    # 2 steps x 3 all-reduces, rank 2 entering each 300 us after the others (GPU clock too)
+    assert (s["collectives"], s["decided"], s["basis"]) == (6, 6, {"gpu": 6})
+    (named,) = s["stragglers"]
+    assert (named["rank"], named["times_last"], named["last_ratio"]) == (2, 6, 1.0)
+    assert (named["median_delay_us"], named["mean_delay_us"], named["max_delay_us"]) == (300.0, 300.0, 300.0)
+    others = [r for r in s["ranks"] if r["rank"] != 2]
+    assert all(r["times_last"] == 0 and r["median_delay_us"] == 0.0 for r in others)
+    assert all(r["mean_step_us"] == STEP_US for r in s["ranks"])
+    first = s["occurrences"][0]
+    assert (first["step"], first["index"], first["last_ranks"], first["spread_us"]) == ("1", 0, [2], 300.0)
+    assert [a["arrival_us"] for a in first["arrivals"]] == [110.0, 110.0, 410.0, 110.0]
+
+
+def test_no_straggler_when_ranks_arrive_together():
+    s = run({f"worker{r}": ddp_rank(r) for r in range(4)})["stragglers"]
+    assert s["collectives"] == 6 and s["decided"] == 0 and s["stragglers"] == []
+
+
+def test_differing_op_counts_align_the_rest_and_report():
+    # Rank 3 skips the last all-reduce of step 1; rank 1 is late by 120 everywhere.
+    traces = {f"worker{r}": ddp_rank(r, late={1: 120}, skip={(1, 2)} if r == 3 else set()) for r in range(4)}
+    out = run(traces)
+    s = out["stragglers"]
+    assert s["collectives"] == 6                        # the skipped call is still aligned on 3 ranks
+    (named,) = s["stragglers"]
+    assert (named["rank"], named["times_last"], named["median_delay_us"]) == (1, 6, 120.0)
+    assert by_rank(s["ranks"])[3]["collectives"] == 5
+    assert s["unaligned"]["count_mismatches"] == [
+        {"step": "1", "name": "nccl:all_reduce",
+         "calls": [{"rank": 0, "calls": 3}, {"rank": 1, "calls": 3}, {"rank": 2, "calls": 3}, {"rank": 3, "calls": 2}]}]
+    assert by_rank(out["comm_ops"])[3]["rows"][0]["calls"] == 5
+
+
+def test_call_on_one_rank_only_is_unaligned():
+    traces = {f"worker{r}": ddp_rank(r, world=2) for r in range(2)}
+    traces["worker1"].collective(1500, 20, 1505, 10, op="nccl:all_gather", kernel=NCCL_ALLREDUCE.replace("AllReduce", "AllGather"))
+    out = run(traces)
+    assert out["stragglers"]["unaligned"]["calls"] == [{"rank": 0, "unaligned": 0}, {"rank": 1, "unaligned": 1}]
+    gather = [r for r in by_rank(out["comm_ops"])[1]["rows"] if r["name"] == "nccl:all_gather"]
+    assert gather[0]["calls"] == 1 and gather[0]["total_transfer_us"] is None
+
+
+# --- topology and comparison -----------------------------------------------------------------
+
+def test_topology_and_step_comparison():
+    out = run({"host_a_11": ddp_rank(0, world=2), "host_b_12": ddp_rank(1, world=2)})
+    assert [(n["node"], [(p["rank"], p["process"], [g["device"] for g in p["gpus"]]) for p in n["processes"]])
+            for n in out["topology"]] == [("host_a", [(0, "11", [0])]), ("host_b", [(1, "12", [1])])]
+    gpu = out["topology"][0]["processes"][0]["gpus"][0]
+    assert (gpu["name"], gpu["compute_capability"]) == ("NVIDIA H100 80GB HBM3", "9.0")
+    comp = by_rank(out["comparison"])[0]
+    # per step: compute kernel 60 us, three 50 us all-reduces
+    assert comp["steps"] == 2
+    assert (comp["average"]["total_us"], comp["average"]["kernel_us"], comp["average"]["communication_us"]) == (
+        2000.0, 60.0, 150.0)
+
+
+def test_empty_and_single_worker_do_not_raise():
+    t = Trace()
+    t.step(1, 0, 100)
+    out = run({"worker0": t})
+    assert out["comm_ops"] == [{"rank": 0, "worker": "worker0", "rows": []}]
+    assert out["stragglers"]["stragglers"] == [] and out["stragglers"]["collectives"] == 0
+
+
+@pytest.mark.parametrize("dtype,size", [("float", 4), ("c10::Half", 2), ("long int", 8), ("unsigned char", 1)])
+def test_sizes_by_element_type(dtype, size):
+    t = Trace()
+    t.step(1, 0, 100)
+    t.collective(10, 20, 15, 5, nelems=6, dtype=dtype)
+    calls, _ = calls_of(t)
+    assert calls["bytes"].tolist() == [6.0 * size]
