@@ -156,7 +156,8 @@ OVERLAP_PARTS = ("computation_us", "overlapping_us", "communication_us", "other_
 
 
 def overlap(events: pd.DataFrame, steps: Steps) -> dict[str, Any]:
-    """Per step and on average: computation, overlapping, communication and other time (us)."""
+    """Per step (with its range on the trace clock) and on average: computation, overlapping,
+    communication and other time (us)."""
     roles = role_masks(events)
     compute = roles["kernel"] if roles["kernel"].any() else roles["cpu_exec"]
     ts = events["ts"].to_numpy()
@@ -169,10 +170,11 @@ def overlap(events: pd.DataFrame, steps: Steps) -> dict[str, Any]:
     comm_all = ranges.assign_by_priority([comm], windows)[:, 0]
     both = comm_all - first[:, 1]
     frame = pd.DataFrame({
-        "step": steps.names, "total_us": steps.ends - steps.starts,
+        "step": steps.names, "start_us": steps.starts, "end_us": steps.ends, "total_us": steps.ends - steps.starts,
         "computation_us": first[:, 0] - both, "overlapping_us": both,
         "communication_us": first[:, 1], "other_us": first[:, 2]})
-    return {"steps": [clean_row(r) for r in frame.to_dict("records")], "average": _average(frame)}
+    return {"steps": [clean_row(r) for r in frame.to_dict("records")],
+            "average": _average(frame.drop(columns=["start_us", "end_us"]))}
 
 
 def _average(frame: pd.DataFrame) -> dict[str, Any]:

@@ -10,15 +10,23 @@
 2. Data transfer and waiting, as the reference plugin defined them: a collective finishes on
    every rank together, so its shortest GPU time among the ranks is the time spent moving
    data, and what a rank spent beyond that is time waiting for the others (synchronizing).
-3. Arrival: when a rank's GPU started the collective's kernel (its CPU entered the call when
-   a rank of the collective has no kernel), relative to the start of that rank's step, so
-   hosts with unsynchronised clocks compare. A rank's delay is its arrival minus the
-   earliest rank's. The rank(s) arriving last, by more than TIE_US, count one "last" each;
-   the rank(s) last most often are named stragglers, with their median and mean delay.
+3. Arrival delay: the same fact read the other way. A collective ends on every rank at
+   about the same instant, so a rank that entered it d us after the earliest rank spent d us
+   less in it: delay = the longest time among the ranks minus the rank's own. This needs no
+   shared clock (hosts' clocks differ by more than a collective lasts) and no agreement on
+   where steps start. Times are GPU kernel times; a gloo call's host time. The rank(s) whose
+   delay is within TIE_US of the largest, when ranks differ by more than TIE_US, count one
+   "last" each; the rank(s) last most often are named stragglers, with their median, mean
+   and largest delay over the aligned collectives. For reading, each occurrence also lists
+   when each rank entered it, from the start of its own step (GPU kernel start, else the
+   host call's start). Only symmetric collectives (all-reduce, all-gather, reduce-scatter,
+   all-to-all, barrier) count: in a rooted one (broadcast, reduce, send/recv) the root may
+   leave before the others arrive, so its short time says nothing about when it came.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -31,6 +39,12 @@ TIE_US = 1.0
 # Occurrences listed one by one in the response (the aggregates use all of them).
 MAX_OCCURRENCES = 1000
 KEY = ["step_name", "name", "index"]
+_SYMMETRIC = re.compile(r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|barrier", re.IGNORECASE)
+
+
+def is_symmetric(name: str) -> bool:
+    """Collectives every rank leaves together (nobody finishes before the last one arrives)."""
+    return bool(_SYMMETRIC.search(name))
 
 
 def align_calls(calls_by_rank: dict[int, pd.DataFrame]) -> pd.DataFrame:
@@ -50,19 +64,22 @@ def align_calls(calls_by_rank: dict[int, pd.DataFrame]) -> pd.DataFrame:
     return calls
 
 
-def _arrival_matrix(calls: pd.DataFrame) -> pd.DataFrame:
-    """Per aligned call (rows) and rank (columns): its arrival on the GPU clock when every rank
-    holding it ran a kernel, else on the CPU clock."""
-    aligned = calls[calls["ranks_present"] >= 2]
-    gpu = aligned.pivot_table(index=KEY, columns="rank", values="gpu_arrival_us", aggfunc="first", dropna=False)
-    cpu = aligned.pivot_table(index=KEY, columns="rank", values="cpu_arrival_us", aggfunc="first", dropna=False)
-    gpu = gpu.reindex(index=cpu.index, columns=cpu.columns)
-    present = cpu.notna() | gpu.notna()
-    on_gpu = (gpu.notna() | ~present).all(axis=1)
-    arrival = pd.DataFrame(np.where(on_gpu.to_numpy()[:, None], gpu.to_numpy(), cpu.to_numpy()),
-                           index=cpu.index, columns=cpu.columns)
-    arrival.insert(0, "basis", np.where(on_gpu, "gpu", "cpu"))
-    return arrival[arrival.drop(columns="basis").notna().sum(axis=1) >= 2]
+def _busy_matrix(calls: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per aligned call (rows) and rank (columns): its busy time and its arrival from the step
+    start, for the calls that at least two ranks timed; plus each row's basis ("gpu": kernels,
+    "cpu": host time)."""
+    symmetric = calls["name"].map(is_symmetric).astype(bool)
+    aligned = calls[(calls["ranks_present"] >= 2) & np.isfinite(calls["busy_us"]) & symmetric]
+    aligned = aligned.assign(arrival_us=aligned["gpu_arrival_us"].where(aligned["kernels"] > 0,
+                                                                        aligned["cpu_arrival_us"]))
+    wide = aligned.pivot_table(index=KEY, columns="rank", values=["busy_us", "arrival_us"],
+                               aggfunc="first", dropna=False)
+    busy = wide["busy_us"] if len(wide) else pd.DataFrame()
+    keep = busy.notna().sum(axis=1) >= 2
+    basis = aligned.groupby(KEY)["kernels"].max().reindex(busy.index)
+    busy = busy[keep].copy()
+    busy.insert(0, "basis", np.where(basis[keep] > 0, "gpu", "cpu"))
+    return busy, wide["arrival_us"][keep] if len(wide) else pd.DataFrame()
 
 
 def stragglers(calls: pd.DataFrame, ranks: list[dict[str, Any]], step_us: dict[int, float]) -> dict[str, Any]:
@@ -72,18 +89,16 @@ def stragglers(calls: pd.DataFrame, ranks: list[dict[str, Any]], step_us: dict[i
     `step_us` each rank's mean step time."""
     order = [r["rank"] for r in ranks]
     worker = {r["rank"]: r["worker"] for r in ranks}
-    if calls.empty:
-        arrival = pd.DataFrame(columns=["basis", *order])
-    else:
-        arrival = _arrival_matrix(calls).reindex(columns=["basis", *order])
-    times = arrival[order].to_numpy(dtype=np.float64)
+    busy, arrival = _busy_matrix(calls) if len(calls) else (pd.DataFrame(), pd.DataFrame())
+    busy = busy.reindex(columns=["basis", *order])
+    arrival = arrival.reindex(index=busy.index, columns=order)
+    times = busy[order].to_numpy(dtype=np.float64)
     with np.errstate(all="ignore"):
-        earliest = np.nanmin(times, axis=1) if len(times) else np.empty(0)
-        latest = np.nanmax(times, axis=1) if len(times) else np.empty(0)
-    spread = latest - earliest
-    delay = times - earliest[:, None]
+        longest = np.nanmax(times, axis=1) if len(times) else np.empty(0)
+    delay = longest[:, None] - times
+    spread = np.nanmax(delay, axis=1) if len(times) else np.empty(0)
     counted = spread > TIE_US
-    last = (times >= (latest - TIE_US)[:, None]) & counted[:, None]
+    last = (delay >= (spread - TIE_US)[:, None]) & counted[:, None]
     per_rank = [_rank_row(rank, worker[rank], delay[:, i], int(last[:, i].sum()), int(counted.sum()),
                           step_us.get(rank)) for i, rank in enumerate(order)]
     most = max((r["times_last"] for r in per_rank), default=0)
@@ -91,10 +106,10 @@ def stragglers(calls: pd.DataFrame, ranks: list[dict[str, Any]], step_us: dict[i
     return {
         "collectives": int(len(times)),
         "decided": int(counted.sum()),
-        "basis": {b: int(n) for b, n in arrival["basis"].value_counts().items()},
+        "basis": {b: int(n) for b, n in busy["basis"].value_counts().items()},
         "ranks": per_rank,
         "stragglers": named,
-        "occurrences": _occurrences(arrival, order, delay, spread, last),
+        "occurrences": _occurrences(busy["basis"], arrival, delay, spread, last),
         "unaligned": unaligned(calls, order),
     }
 
@@ -112,16 +127,17 @@ def _rank_row(rank: int, worker: str, delay: np.ndarray, times_last: int, decide
     })
 
 
-def _occurrences(arrival: pd.DataFrame, order: list[int], delay: np.ndarray, spread: np.ndarray,
+def _occurrences(basis: pd.Series, arrival: pd.DataFrame, delay: np.ndarray, spread: np.ndarray,
                  last: np.ndarray) -> list[dict[str, Any]]:
+    order = list(arrival.columns)
+    times = arrival.to_numpy(dtype=np.float64)
     out = []
-    for i, (step, name, index) in enumerate(arrival.index[:MAX_OCCURRENCES]):
-        times = arrival.iloc[i][order]
+    for i, (step, name, index) in enumerate(basis.index[:MAX_OCCURRENCES]):
         out.append({
-            **clean_row({"step": step, "name": name, "index": int(index), "basis": arrival["basis"].iloc[i],
+            **clean_row({"step": step, "name": name, "index": int(index), "basis": basis.iloc[i],
                          "spread_us": spread[i]}),
             "last_ranks": [order[j] for j in np.flatnonzero(last[i])],
-            "arrivals": [clean_row({"rank": r, "arrival_us": times[r], "delay_us": delay[i, j]})
+            "arrivals": [clean_row({"rank": r, "arrival_us": times[i, j], "delay_us": delay[i, j]})
                          for j, r in enumerate(order) if np.isfinite(delay[i, j])],
         })
     return out

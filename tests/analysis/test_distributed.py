@@ -99,9 +99,9 @@ def test_overlap_splits_each_step_as_the_reference():
     # step 1: computation 40 - overlap 10 = 30; overlapping 40..50 = 10; communication 30 - 10 = 20;
     # other 100 - (10..70 = 60) = 40. Step 2: communication 10, other 90.
     assert out["steps"] == [
-        {"step": "1", "total_us": 100.0, "computation_us": 30.0, "overlapping_us": 10.0,
+        {"step": "1", "start_us": 0.0, "end_us": 100.0, "total_us": 100.0, "computation_us": 30.0, "overlapping_us": 10.0,
          "communication_us": 20.0, "other_us": 40.0},
-        {"step": "2", "total_us": 100.0, "computation_us": 0.0, "overlapping_us": 0.0,
+        {"step": "2", "start_us": 100.0, "end_us": 200.0, "total_us": 100.0, "computation_us": 0.0, "overlapping_us": 0.0,
          "communication_us": 10.0, "other_us": 90.0},
     ]
     assert out["average"] == {"total_us": 100.0, "computation_us": 15.0, "overlapping_us": 5.0,
@@ -272,3 +272,48 @@ def test_sizes_by_element_type(dtype, size):
     t.collective(10, 20, 15, 5, nelems=6, dtype=dtype)
     calls, _ = calls_of(t)
     assert calls["bytes"].tolist() == [6.0 * size]
+
+
+def test_delay_needs_no_shared_step_start():
+    # Rank 1's first step starts 400 us earlier, yet it enters each all-reduce together with
+    # rank 0: equal kernel times, so nobody is late (arrivals from the step start differ by 400).
+    traces = {"worker0": ddp_rank(0, world=2), "worker1": Trace(pid=101)}
+    t = traces["worker1"]
+    t.distributed(1, 2)
+    for n, base in ((1, 0), (2, STEP_US)):
+        t.step(n, base - 400, STEP_US + 400) if n == 1 else t.step(n, base, STEP_US)
+        t.launch(base + 20, 5, base + 30, 60, device=1)
+        for at in CALLS_AT:
+            t.collective(base + at, 40, base + at + 10, TRANSFER_US, nelems=1000, device=1)
+    s = run(traces)["stragglers"]
+    assert s["collectives"] == 6 and s["decided"] == 0 and s["stragglers"] == []
+    first = s["occurrences"][0]["arrivals"]
+    assert [a["arrival_us"] for a in first] == [110.0, 510.0]
+
+
+def test_rooted_collectives_are_not_read_for_arrival():
+    # A broadcast root leaves early (5 us) while the other rank waits 300 us: no straggler.
+    traces = {}
+    for rank, dur in ((0, 5), (1, 300)):
+        t = traces[f"worker{rank}"] = Trace(pid=100 + rank)
+        t.distributed(rank, 2)
+        t.step(1, 0, 1000)
+        t.collective(100, 40, 110, dur, op="nccl:broadcast", device=rank,
+                     kernel="ncclDevKernel_Broadcast_RING_LL(ncclDevKernelArgsStorage<4096ul>)")
+    out = run(traces)
+    assert out["stragglers"]["collectives"] == 0 and out["stragglers"]["stragglers"] == []
+    # the reference's transfer/wait split still applies: 5 us transfer each, rank 1 waited 295
+    assert [w["average"]["wait_us"] for w in out["wait"]] == [0.0, 295.0]
+
+
+def test_gloo_collectives_use_host_time():
+    # gloo all-reduce: rank 1 enters 80 us late, both return at 200 -> host times 100 and 20.
+    traces = {}
+    for rank, start in ((0, 100), (1, 180)):
+        t = traces[f"worker{rank}"] = Trace(pid=100 + rank)
+        t.distributed(rank, 2, backend="gloo")
+        t.step(1, 0, 1000)
+        t.op("gloo:all_reduce", start, 200 - start, input_dims=[[4]])
+    s = run(traces)["stragglers"]
+    assert s["basis"] == {"cpu": 1}
+    assert [(r["rank"], r["times_last"], r["median_delay_us"]) for r in s["ranks"]] == [(0, 0, 0.0), (1, 1, 80.0)]
