@@ -239,7 +239,7 @@ def _kernels_by_call(events: pd.DataFrame, roots: np.ndarray, op_row: np.ndarray
     ts = events["ts"].to_numpy()[linked]
     dur = events["dur"].to_numpy()[linked]
     frame = pd.DataFrame({"call": owner[owner >= 0], "ts": ts, "end": ts + dur, "dur": dur,
-                          "name": events["name"].to_numpy()[linked]})
+                          "name": texts_at(events["name"], linked)})
     grouped = frame.groupby("call")
     out = pd.DataFrame({"gpu_ts": grouped["ts"].min(), "gpu_end": grouped["end"].max(),
                         "busy_us": grouped["dur"].sum(), "kernels": grouped.size(),
@@ -252,10 +252,9 @@ def _kernels_by_call(events: pd.DataFrame, roots: np.ndarray, op_row: np.ndarray
 def _call_frame(events: pd.DataFrame, roots: np.ndarray, op_row: np.ndarray, kern: pd.DataFrame) -> pd.DataFrame:
     ts = events["ts"].to_numpy()
     end = ts + events["dur"].to_numpy()
-    names = events["name"].astype(str).to_numpy()
     has_op = op_row >= 0
     op = np.maximum(op_row, 0)
-    name = np.where(has_op, names[op], [_kernel_collective(k) for k in kern["kernel_name"]])
+    name = np.where(has_op, texts_at(events["name"], op), [_kernel_collective(k) for k in kern["kernel_name"]])
     gloo = has_op & np.array([is_host_collective_name(n) for n in name], dtype=bool)
     # A gloo collective runs on the CPU: its host range is its communication.
     gpu_ts = np.where(gloo, ts[roots], kern["gpu_ts"].to_numpy())
@@ -263,12 +262,22 @@ def _call_frame(events: pd.DataFrame, roots: np.ndarray, op_row: np.ndarray, ker
     busy = np.where(gloo, end[roots] - ts[roots], kern["busy_us"].to_numpy())
     nbytes = np.full(len(roots), np.nan)
     if has_op.any():
-        nbytes[has_op] = tensor_bytes(events["input_dims"].to_numpy()[op_row[has_op]],
-                                      events["input_type"].to_numpy()[op_row[has_op]])
+        nbytes[has_op] = tensor_bytes(texts_at(events["input_dims"], op_row[has_op]),
+                                      texts_at(events["input_type"], op_row[has_op]))
     return pd.DataFrame({
         "name": name, "cpu_ts": ts[roots], "cpu_end": end[roots], "gpu_ts": gpu_ts, "gpu_end": gpu_end,
         "busy_us": busy, "kernels": kern["kernels"].to_numpy(), "bytes": nbytes,
     }).sort_values("cpu_ts", kind="stable", ignore_index=True)
+
+
+def texts_at(column: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """A categorical column's values at `rows` (None where absent), without materialising the
+    whole column (traces hold millions of events)."""
+    codes = column.cat.codes.to_numpy()[rows]
+    categories = column.cat.categories.to_numpy(dtype=object)
+    if not len(categories):
+        return np.full(len(rows), None, dtype=object)
+    return np.where(codes >= 0, categories[np.maximum(codes, 0)], None)
 
 
 def _kernel_collective(kernel_name: Any) -> str:
