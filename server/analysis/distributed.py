@@ -51,7 +51,7 @@ from . import ranges
 from .categories import is_communication_kernel_name, is_host_collective_name, role_masks
 from .names import name_mask
 from .optree import thread_key
-from .overview import _properties, device_of_kernels, step_breakdown
+from .overview import gpu_properties, device_of_kernels, step_breakdown
 from .records import clean_row
 from .steps import Steps, detect_steps
 from .stragglers import align_calls, stragglers
@@ -130,7 +130,7 @@ def topology_entry(name: str, tables: TraceTables) -> dict[str, Any]:
     events = tables.events
     kernels = events[events["kind"].to_numpy() == Kind.KERNEL]
     props = {p.get("id"): p for p in tables.metadata.get("deviceProperties") or [] if isinstance(p, dict)}
-    gpus = [{"device": int(d), **_properties(props.get(d))} for d in sorted(set(device_of_kernels(kernels).tolist()))]
+    gpus = [{"device": int(d), **gpu_properties(props.get(d))} for d in sorted(set(device_of_kernels(kernels).tolist()))]
     if match:
         return {"node": match.group(1), "process": match.group(2), "gpus": gpus, "assumed": []}
     host = events[np.isin(events["kind"].to_numpy(), HOST_OP_KINDS)]["pid"].astype(str)

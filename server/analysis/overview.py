@@ -97,7 +97,7 @@ def gpu_summary(events: pd.DataFrame, steps: Steps, device_properties: list[dict
         busy = ranges.clip_total(ranges.union(ts[on], end[on]), lo, hi)
         out.append({
             "device": int(dev),
-            **_properties(props.get(dev)),
+            **gpu_properties(props.get(dev)),
             "utilization_ratio": busy / span if span > 0 else None,
             "sm_efficiency_ratio": _sm_efficiency(ts[on], end[on], blocks[on], lo, hi),
             "achieved_occupancy_ratio": _weighted_mean(occupancy[on], clipped[on], scale=0.01),
@@ -106,7 +106,8 @@ def gpu_summary(events: pd.DataFrame, steps: Steps, device_properties: list[dict
     return out
 
 
-def _properties(prop: dict[str, Any] | None) -> dict[str, Any]:
+def gpu_properties(prop: dict[str, Any] | None) -> dict[str, Any]:
+    """A GPU's name, memory and compute capability from its deviceProperties entry."""
     if not prop:
         return {"name": None, "memory_bytes": None, "compute_capability": None}
     major, minor = prop.get("computeMajor"), prop.get("computeMinor")
