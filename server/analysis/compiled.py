@@ -61,11 +61,10 @@ from ..trace.tables import TraceTables
 from . import ranges
 from .callstacks import op_stacks, user_frame
 from .flows import Flows, build_flows
-from .launch import step_of
 from .names import name_mask
 from .optree import nest, thread_key
 from .records import clean, clean_row
-from .steps import Steps, detect_steps
+from .steps import Steps, detect_steps, step_of
 
 REGION_PREFIX = "Torch-Compiled Region"
 FORWARD_PIECE = "CompiledFunction"
@@ -456,9 +455,9 @@ def _inherited_phase(names: np.ndarray, parent: np.ndarray) -> np.ndarray:
     return phase
 
 
-def compiled_view(tables: TraceTables, flows: Flows | None = None) -> dict[str, Any]:
+def compiled_view(tables: TraceTables, flows: Flows | None = None, steps: Steps | None = None) -> dict[str, Any]:
     """The torch.compile view's data: regions, pieces, kernel mix, compile break-down."""
-    steps = detect_steps(tables.events)
+    steps = steps if steps is not None else detect_steps(tables.events)
     return {
         "regions": compiled_regions(tables, steps),
         "pieces": compiled_pieces(tables, steps, flows),

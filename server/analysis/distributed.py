@@ -53,7 +53,7 @@ from .names import name_mask
 from .optree import thread_key
 from .overview import gpu_properties, device_of_kernels, step_breakdown
 from .records import clean_row
-from .steps import Steps, detect_steps
+from .steps import Steps, detect_steps, step_of
 from .stragglers import align_calls, stragglers
 
 # Bytes per element of the `Input type` strings PyTorch writes for tensors.
@@ -320,9 +320,8 @@ def _place_in_steps(calls: pd.DataFrame, steps: Steps) -> pd.DataFrame:
     """Step of each call (the one its host op starts in), its k-th place among same-named calls
     of that step, and its arrivals from the step's start."""
     cpu_ts = calls["cpu_ts"].to_numpy()
-    idx = np.searchsorted(steps.starts, cpu_ts, side="right") - 1
+    idx = step_of(steps, cpu_ts)
     inside = idx >= 0
-    inside[inside] = cpu_ts[inside] < steps.ends[idx[inside]]
     names = np.array(steps.names, dtype=object)
     start = np.where(inside, steps.starts[np.maximum(idx, 0)], np.nan)
     calls = calls.assign(step_name=np.where(inside, names[np.maximum(idx, 0)] if len(names) else "", ""))

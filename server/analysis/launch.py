@@ -27,7 +27,7 @@ from . import ranges
 from .flows import Flows, build_flows
 from .names import name_mask
 from .records import clean_row
-from .steps import Steps, detect_steps
+from .steps import Steps, detect_steps, step_of
 
 MAX_EXAMPLES = 10
 
@@ -95,14 +95,6 @@ def launch_overhead(tables: TraceTables, steps: Steps | None = None, flows: Flow
             "short_kernels": len(mine), "short_kernel_us": float(mine["kernel_us"].sum()),
         }))
     return {"steps": per_step, "summary": _summary(per_step, pairs, short), "worst": _worst(events, short)}
-
-
-def step_of(steps: Steps, ts: np.ndarray) -> np.ndarray:
-    """Index of the step holding each time (start inclusive, end exclusive), -1 outside all."""
-    at = np.searchsorted(steps.starts, ts, side="right") - 1
-    inside = at >= 0
-    inside[inside] = ts[inside] < steps.ends[at[inside]]
-    return np.where(inside, at, -1)
 
 
 def _summary(per_step: list[dict[str, Any]], pairs: pd.DataFrame, short: pd.DataFrame) -> dict[str, Any]:

@@ -36,15 +36,18 @@ def total(ranges: RangeSet) -> float:
     return float(np.sum(ranges[1] - ranges[0]))
 
 
-def covers(ranges: RangeSet, points: np.ndarray) -> np.ndarray:
-    """For each point, whether it lies inside the range set (start inclusive, end exclusive)."""
+def which(ranges: RangeSet, points: np.ndarray) -> np.ndarray:
+    """For each point, the index of the range holding it (start inclusive, end exclusive), -1 if none."""
     starts, ends = ranges
-    if len(starts) == 0:
-        return np.zeros(len(points), dtype=bool)
     idx = np.searchsorted(starts, points, side="right") - 1
     inside = idx >= 0
     inside[inside] = points[inside] < ends[idx[inside]]
-    return inside
+    return np.where(inside, idx, -1)
+
+
+def covers(ranges: RangeSet, points: np.ndarray) -> np.ndarray:
+    """For each point, whether it lies inside the range set (start inclusive, end exclusive)."""
+    return which(ranges, points) >= 0
 
 
 def clip_total(ranges: RangeSet, lo: float, hi: float) -> float:

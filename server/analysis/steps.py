@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.schema import DEVICE_KINDS, LAUNCH_KINDS, Kind
+from . import ranges
 from .names import name_mask
 
 STEP_PREFIX = "ProfilerStep#"
@@ -157,3 +158,8 @@ def _steps_to_keep(device_count: np.ndarray) -> int:
     if last > 0 and device_count[last - 1] * 0.8 > device_count[last]:
         keep = last
     return keep
+
+
+def step_of(steps: Steps, ts: np.ndarray) -> np.ndarray:
+    """Index of the step holding each time (start inclusive, end exclusive), -1 outside all."""
+    return ranges.which((steps.starts, steps.ends), ts)

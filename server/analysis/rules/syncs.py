@@ -41,9 +41,11 @@ import numpy as np
 import pandas as pd
 
 from ...trace.schema import LAUNCH_KINDS, Kind
+from .. import ranges
 from ..callstacks import op_stacks, user_frame
 from ..categories import is_dataloader_name
 from ..names import name_mask
+from ..optree import climb
 from ..steps import host_steps
 from ..recommendations import Context, Finding, finding
 
@@ -81,10 +83,8 @@ def _step_index(ctx: Context, ts: np.ndarray) -> np.ndarray:
     else:
         index = np.arange(len(ctx.steps.names))
         starts, ends = ctx.steps.starts, ctx.steps.ends
-    at = np.searchsorted(starts, ts, side="right") - 1
-    inside = at >= 0
-    inside[inside] = ts[inside] < ends[at[inside]]
-    return np.where(inside, index[np.maximum(at, 0)], -1)
+    at = ranges.which((starts, ends), ts)
+    return np.where(at >= 0, index[np.maximum(at, 0)], -1)
 
 
 def _node_flags(ctx: Context, predicate) -> np.ndarray:
@@ -165,15 +165,9 @@ def _h2d_copies(ctx: Context) -> tuple[_Calls, np.ndarray, np.ndarray]:
 def _cause(ctx: Context, nodes: np.ndarray) -> np.ndarray:
     """Per node: the outermost operator above or at it, below any annotation (the call the user made)."""
     kind = ctx.tables.events["kind"].to_numpy()[ctx.tree.rows]
-    cause = nodes.copy()
-    current = nodes.copy()
-    while True:
-        up = np.where(current >= 0, ctx.tree.parent[np.maximum(current, 0)], -1)
-        climb = (up >= 0) & (kind[np.maximum(up, 0)] == Kind.CPU_OP) & (current >= 0)
-        if not climb.any():
-            return cause
-        cause[climb] = up[climb]
-        current = np.where(climb, up, -1)
+    parent = ctx.tree.parent
+    # Climb until the parent is no operator: that node is the outermost one.
+    return climb(nodes, parent, lambda _, at: (parent[at] < 0) | (kind[np.maximum(parent[at], 0)] != Kind.CPU_OP))
 
 
 def _frames(ctx: Context, rows: np.ndarray) -> dict[int, tuple[str, ...]]:
