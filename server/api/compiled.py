@@ -37,8 +37,7 @@ def get_compile(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)
     launch overhead per step (GPU idle while the CPU launches, kernels shorter than their launch),
     and the aten operators compiled graphs ran (extern kernels and fallbacks)."""
     def compute() -> dict[str, Any]:
-        flows = flows_of(sel, memo)
-        view = compiled_view(sel.tables, flows)
-        return {**view, "launch": launch_overhead(sel.tables, steps_of(sel, memo), flows),
+        flows, steps = flows_of(sel, memo), steps_of(sel, memo)
+        return {**compiled_view(sel.tables, flows, steps), "launch": launch_overhead(sel.tables, steps, flows),
                 "aten": aten_in_graphs(sel.tables, op_tree(sel, memo))}
     return memo.get(sel.tables, ("compile",), compute)

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from ..logdir import SnapshotFile
 from ..snapshot import SnapshotError, active_timeline, allocator_state, summary, top_sites
 from ..snapshot.cache import Loaded
+from ..snapshot.history import segment_devices
 from .deps import get_store
 from .errors import BadParameter, NotFound, SnapshotRefused
 
@@ -101,7 +102,7 @@ class Picked:
         return device
 
     def devices(self) -> list[int]:
-        return summary(self.loaded.snap)["devices"]
+        return segment_devices(self.loaded.snap)
 
 
 def select_snapshot(request: Request,
