@@ -75,6 +75,16 @@ def is_collective_op_name(name: str) -> bool:
     return name.startswith("nccl:") or is_host_collective_name(name)
 
 
+def has_communication(tables: TraceTables) -> bool:
+    """Whether a trace took part in a distributed job: `distributedInfo`, a communication
+    kernel or a CPU-side collective."""
+    if tables.metadata.get("distributedInfo"):
+        return True
+    names = tables.events["name"]
+    return bool(name_mask(names, lambda n: is_communication_kernel_name(n) or is_collective_op_name(n)
+                          or n == RECORD_PARAM_COMMS).any())
+
+
 # --- identity and topology -------------------------------------------------------------------
 
 def worker_identity(name: str, tables: TraceTables) -> dict[str, Any]:

@@ -15,16 +15,19 @@ from fastapi import APIRouter
 
 from ..analysis import compiled as compiled_analysis
 from ..analysis import compiled_ops as compiled_ops_analysis
+from ..analysis import distributed as distributed_analysis
 from ..analysis import kernels as kernels_analysis
 from ..analysis import launch as launch_analysis
 from ..analysis import memory as memory_analysis
 from ..analysis import memory_curve as memory_curve_analysis
+from ..analysis import modules as modules_analysis
 from ..analysis import operators as operators_analysis
 from ..analysis import optree as optree_analysis
 from ..analysis.rules import RULES
 from ..analysis import overview as overview_analysis
 from ..analysis import recommendations as recommendations_analysis
 from ..analysis import steps as steps_analysis
+from ..analysis import stragglers as stragglers_analysis
 from ..analysis import tensor_cores as tensor_cores_analysis
 from ..analysis import timeline as timeline_analysis
 from .. import snapshot as snapshot_package
@@ -32,7 +35,7 @@ from ..logdir import Run
 from ..snapshot import unpickle as snapshot_unpickle
 from ..trace.schema import Kind
 from ..trace.tables import TraceTables
-from . import compiled, kernels, memory, operators, overview, recommendations, snapshot, trace
+from . import compiled, distributed, kernels, memory, modules, operators, overview, recommendations, snapshot, trace
 
 log = logging.getLogger("profboard")
 
@@ -46,6 +49,9 @@ class View:
     about: str
     # Set for views of a run's other files (memory snapshots): active by the run, not a trace.
     of_run: Callable[[Run], bool] | None = None
+    # Views of every worker of a span side by side: the worker picker does not apply, and the
+    # run needs two workers at least.
+    all_workers: bool = False
 
 
 def _about(*modules) -> str:
@@ -69,6 +75,9 @@ VIEWS: tuple[View, ...] = (
     View("memory", "Memory", memory.router, lambda tables: len(tables.memory) > 0, _about(memory_curve_analysis, memory_analysis)),
     View("snapshot", "Memory Snapshot", snapshot.router, lambda tables: False,
          _about(snapshot_package, snapshot_unpickle), of_run=lambda run: bool(run.snapshots)),
+    View("module", "Module", modules.router, _has(Kind.CPU_OP), _about(modules_analysis)),
+    View("distributed", "Distributed", distributed.router, distributed_analysis.has_communication,
+         _about(distributed_analysis, stragglers_analysis), all_workers=True),
 )
 
 
@@ -80,6 +89,8 @@ def active_views(tables: TraceTables | None, run: Run | None = None) -> list[str
         try:
             if view.of_run is not None:
                 active = run is not None and view.of_run(run)
+            elif view.all_workers and (run is None or len(run.workers) < 2):
+                active = False
             else:
                 active = tables is not None and view.is_active(tables)
             if active:

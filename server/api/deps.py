@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from fastapi import Query, Request
 
-from ..store import FileState, TraceStore
+from ..store import FileState, RunState, TraceStore
 from ..trace.tables import TraceTables
 from .errors import NotFound, StillLoading, TraceUnreadable
 
@@ -24,11 +24,28 @@ class Selection:
     worker: str
     span: str
     state: FileState
+    run_state: RunState
 
     @property
     def tables(self) -> TraceTables:
         assert self.state.tables is not None
         return self.state.tables
+
+
+@dataclass
+class SpanSelection:
+    """One span of every worker of a run: those loaded, in worker order, and why others are not."""
+
+    run: str
+    span: str
+    ready: dict[str, FileState]
+    warnings: list[str]
+    loading: str | None = None  # why the span is not complete yet
+
+    @property
+    def key(self) -> tuple:
+        """Identifies the loaded files (a reloaded or newly loaded worker changes it)."""
+        return tuple((w, fs.file.path, fs.file.size, fs.file.mtime) for w, fs in self.ready.items())
 
 
 def get_store(request: Request) -> TraceStore:
@@ -40,13 +57,8 @@ def select(request: Request,
            worker: str | None = Query(None, description="Worker; defaults to the run's first"),
            span: str | None = Query(None, description="Span id (\"1\", \"2\", ...); defaults to the first")) -> Selection:
     """Dependency: the selected worker's trace, loaded; raises a public error otherwise."""
-    store = get_store(request)
-    state = store.run(run)
-    if state is None:
-        raise NotFound(f"unknown run {run!r}")
+    state = _run_state(request, run)
     workers = list(state.run.workers)
-    if not workers:
-        raise NotFound(f"run {run!r} has no trace files (only memory snapshots: see the Memory Snapshot view)")
     worker = worker if worker is not None else workers[0]
     if worker not in state.run.workers:
         raise NotFound(f"run {run!r} has no worker {worker!r} (it has: {', '.join(workers)})")
@@ -59,7 +71,52 @@ def select(request: Request,
         raise StillLoading(f"run {run!r}, worker {worker!r}, span {span} is still loading ({fs.progress:.0%})")
     if fs.status == "error":
         raise TraceUnreadable(f"the trace of run {run!r}, worker {worker!r}, span {span} could not be read: {fs.error}")
-    return Selection(run, worker, span, fs)
+    return Selection(run, worker, span, fs, state)
+
+
+def select_span(request: Request,
+                run: str = Query(..., description="Run name, as listed by /api/runs"),
+                span: str | None = Query(None, description="Span id (\"1\", \"2\", ...) of every worker; "
+                                         "defaults to the first")) -> SpanSelection:
+    """Dependency: one span of every worker of a run, all loaded (unreadable ones are left out
+    with a warning); raises a public error while any is loading or when none could be read."""
+    state = _run_state(request, run)
+    span = span if span is not None else state.run.spans(next(iter(state.run.workers)))[0]
+    picked = span_of_workers(state, span)
+    if picked.loading is not None:
+        raise StillLoading(picked.loading)
+    if not picked.ready:
+        unreadable = [fs for w in state.run.workers if (fs := state.files.get((w, span))) is not None]
+        error = TraceUnreadable if unreadable else NotFound
+        raise error(f"no worker of run {run!r} has a readable span {span!r}: " + "; ".join(picked.warnings))
+    return picked
+
+
+def span_of_workers(state: RunState, span: str) -> SpanSelection:
+    """Every worker's file of one span; `loading` says which is still loading, if one is."""
+    ready: dict[str, FileState] = {}
+    warnings: list[str] = []
+    for worker in state.run.workers:
+        fs = state.files.get((worker, span))
+        if fs is None:
+            warnings.append(f"worker {worker!r} has no span {span!r}: left out")
+        elif fs.status == "loading":
+            return SpanSelection(state.run.name, span, {}, [], loading=(
+                f"run {state.run.name!r}, worker {worker!r}, span {span} is still loading ({fs.progress:.0%})"))
+        elif fs.status == "error":
+            warnings.append(f"worker {worker!r} could not be read ({fs.error}): left out")
+        else:
+            ready[worker] = fs
+    return SpanSelection(state.run.name, span, ready, warnings)
+
+
+def _run_state(request: Request, run: str) -> RunState:
+    state = get_store(request).run(run)
+    if state is None:
+        raise NotFound(f"unknown run {run!r}")
+    if not state.run.workers:
+        raise NotFound(f"run {run!r} has no trace files (only memory snapshots: see the Memory Snapshot view)")
+    return state
 
 
 class Memo:

@@ -42,6 +42,7 @@ class ViewInfo(BaseModel):
     name: str
     title: str
     about: str
+    all_workers: bool  # shows every worker of a span: the worker picker does not apply
 
 
 class Views(BaseModel):
@@ -85,4 +86,4 @@ def get_runs(store: TraceStore = Depends(get_store)) -> Runs:
 @router.get("/api/views", response_model=Views)
 def get_views() -> Views:
     """Every view profboard has, with its "how computed" note."""
-    return Views(views=[ViewInfo(name=v.name, title=v.title, about=v.about) for v in VIEWS])
+    return Views(views=[ViewInfo(name=v.name, title=v.title, about=v.about, all_workers=v.all_workers) for v in VIEWS])

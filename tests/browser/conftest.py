@@ -31,10 +31,14 @@ LINKED_RUNS = {
     "resnet50_fp32": "h100/resnet50_fp32",
     "resnet50_num_workers_0": "kineto_samples/resnet50_num_workers_0",
     "compile_graph_breaks": "h100/compile_graph_breaks",
+    "compile_resnet18": "h100/compile_resnet18",
+    "ddp_resnet50": "h200x4/ddp_resnet50",
 }
 # run name in the temporary logdir -> folder under the repository (traces the project recorded itself)
 REPO_RUNS = {
     "compile_first_call": "tests/data/h200/compile_first_call",
+    "ddp_straggler_rank1": "tests/data/h200x2/ddp_straggler_rank1",
+    "fsdp": "tests/data/h200x2/fsdp",
 }
 # run name -> snapshot under FIXTURES linked into it (a run of its own when not in LINKED_RUNS)
 SNAPSHOTS = {
