@@ -337,8 +337,38 @@ def reference_pure_cpu() -> Trace:
     return t
 
 
-def rule_context(trace: Trace):
-    """The recommendations Context of a synthetic trace, built as the overview builds it."""
+# Ranks of a DDP job for the Distributed view (see ddp_rank).
+STEP_US = 2000
+CALLS_AT = (100, 600, 1100)     # host entry of each all-reduce, from the step start
+TRANSFER_US = 50               # the last rank's kernel: it moves data, nobody waits
+
+
+def ddp_rank(rank: int, late: dict[int, float] | None = None, skip: set[tuple[int, int]] = frozenset(),
+             world: int = 4, info: bool = True) -> Trace:
+    """One rank: steps 1 and 2; all-reduce k enters at CALLS_AT[k] + its lateness, its kernel
+    starts 10 us later and ends TRANSFER_US after the latest rank's kernel starts."""
+    late = late or {}
+    t = Trace(pid=100 + rank)
+    if info:
+        t.distributed(rank, world)
+    t.device(id=rank)
+    worst = max(late.values(), default=0.0)
+    for n, base in ((1, 0), (2, STEP_US)):
+        t.step(n, base, STEP_US)
+        t.launch(base + 20, 5, base + 30, 60, device=rank)              # compute kernel
+        for k, at in enumerate(CALLS_AT):
+            if (n, k) in skip:
+                continue
+            start = base + at + late.get(rank, 0.0)
+            kernel_ts = start + 10
+            kernel_end = base + at + worst + 10 + TRANSFER_US
+            t.collective(start, 40, kernel_ts, kernel_end - kernel_ts, nelems=1000 * (k + 1), device=rank)
+    return t
+
+
+def rule_context(trace: Trace, **fields: Any):
+    """The recommendations Context of a synthetic trace, built as the overview builds it
+    (`fields`: the Context's optional fields)."""
     from profboard.server.analysis.overview import gpu_summary, step_breakdown
     from profboard.server.analysis.recommendations import Context
     from profboard.server.analysis.steps import detect_steps
@@ -346,4 +376,4 @@ def rule_context(trace: Trace):
     tables = parse(trace.build())
     steps = detect_steps(tables.events)
     gpus = gpu_summary(tables.events, steps, tables.metadata.get("deviceProperties") or [])
-    return Context(tables, steps, step_breakdown(tables.events, steps), gpus)
+    return Context(tables, steps, step_breakdown(tables.events, steps), gpus, **fields)

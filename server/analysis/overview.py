@@ -140,9 +140,13 @@ def _ratio(part: float, whole: float) -> float | None:
     return float(part / whole) if whole > 0 else None
 
 
-def overview(tables: TraceTables, tree_of: Callable[[], OpTree] | None = None) -> dict[str, Any]:
+def overview(tables: TraceTables, tree_of: Callable[[], OpTree] | None = None,
+             distributed_of: Callable[[], dict[str, Any] | None] | None = None,
+             worker: str | None = None) -> dict[str, Any]:
     """The Overview view's data: per-step breakdown, its average, GPU summary, recommendations,
-    warnings. `tree_of` gives the trace's operator tree when the caller has it memoised."""
+    warnings. `tree_of` gives the trace's operator tree when the caller has it memoised;
+    `distributed_of` the run's Distributed view, in which this trace is `worker`, when the run
+    has other workers (for the rules across ranks)."""
     events = tables.events
     steps = detect_steps(events)
     breakdown = step_breakdown(events, steps)
@@ -153,6 +157,6 @@ def overview(tables: TraceTables, tree_of: Callable[[], OpTree] | None = None) -
         "steps": rows,
         "average": average,
         "gpus": gpus,
-        "recommendations": recommend(Context(tables, steps, breakdown, gpus, tree_of)),
+        "recommendations": recommend(Context(tables, steps, breakdown, gpus, tree_of, distributed_of, worker)),
         "warnings": list(tables.warnings) + steps.warnings,
     }

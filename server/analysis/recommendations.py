@@ -39,10 +39,18 @@ class Context:
     breakdown: pd.DataFrame  # overview.step_breakdown: per step, time per category
     gpus: list[dict[str, Any]]  # overview.gpu_summary
     tree_of: Callable[[], OpTree] | None = None
+    # The run's Distributed view of this span (distributed.combine's object) when other workers
+    # of the run are loaded, and this worker's name in it; cross-worker rules read them.
+    distributed_of: Callable[[], dict[str, Any] | None] | None = None
+    worker: str | None = None
 
     @cached_property
     def tree(self) -> OpTree:
         return self.tree_of() if self.tree_of is not None else build_op_tree(self.tables.events)
+
+    @cached_property
+    def distributed(self) -> dict[str, Any] | None:
+        return self.distributed_of() if self.distributed_of is not None else None
 
     @cached_property
     def step_time_us(self) -> float:

@@ -19,7 +19,8 @@
    "last" each; the rank(s) last most often are named stragglers, with their median, mean
    and largest delay over the aligned collectives. For reading, each occurrence also lists
    when each rank entered it, from the start of its own step (GPU kernel start, else the
-   host call's start). Only symmetric collectives (all-reduce, all-gather, reduce-scatter,
+   host call's start), and where the call lies on that rank's own clock (`start_us`/`end_us`,
+   for opening the rank's Trace view on it). Only symmetric collectives (all-reduce, all-gather, reduce-scatter,
    all-to-all, barrier) count: in a rooted one (broadcast, reduce, send/recv) the root may
    leave before the others arrive, so its short time says nothing about when it came.
 """
@@ -36,7 +37,7 @@ from .records import clean_row
 
 # Arrivals closer than this are a tie: nobody is last (timestamps are rounded to ~1 us).
 TIE_US = 1.0
-# Occurrences listed one by one in the response (the aggregates use all of them).
+# Occurrences listed one by one in the response, the widest spreads (the aggregates use all).
 MAX_OCCURRENCES = 1000
 KEY = ["step_name", "name", "index"]
 _SYMMETRIC = re.compile(r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|barrier", re.IGNORECASE)
@@ -64,22 +65,26 @@ def align_calls(calls_by_rank: dict[int, pd.DataFrame]) -> pd.DataFrame:
     return calls
 
 
-def _busy_matrix(calls: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per aligned call (rows) and rank (columns): its busy time and its arrival from the step
-    start, for the calls that at least two ranks timed; plus each row's basis ("gpu": kernels,
-    "cpu": host time)."""
+def _busy_matrix(calls: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """Per aligned call (rows) and rank (columns): its busy time, for the calls that at least
+    two ranks timed, with each row's basis ("gpu": kernels, "cpu": host time); and where each
+    rank's call lies: `arrival_us` from its step's start, `start_us`/`end_us` on its own clock."""
     symmetric = calls["name"].map(is_symmetric).astype(bool)
     aligned = calls[(calls["ranks_present"] >= 2) & np.isfinite(calls["busy_us"]) & symmetric]
-    aligned = aligned.assign(arrival_us=aligned["gpu_arrival_us"].where(aligned["kernels"] > 0,
-                                                                        aligned["cpu_arrival_us"]))
-    wide = aligned.pivot_table(index=KEY, columns="rank", values=["busy_us", "arrival_us"],
-                               aggfunc="first", dropna=False)
-    busy = wide["busy_us"] if len(wide) else pd.DataFrame()
+    on_gpu = aligned["kernels"] > 0
+    aligned = aligned.assign(arrival_us=aligned["gpu_arrival_us"].where(on_gpu, aligned["cpu_arrival_us"]),
+                             start_us=aligned["gpu_ts"].where(on_gpu, aligned["cpu_ts"]),
+                             end_us=aligned["gpu_end"].where(on_gpu, aligned["cpu_end"]))
+    placed = ["arrival_us", "start_us", "end_us"]
+    wide = aligned.pivot_table(index=KEY, columns="rank", values=["busy_us", *placed], aggfunc="first", dropna=False)
+    if not len(wide):
+        return pd.DataFrame(), {k: pd.DataFrame() for k in placed}
+    busy = wide["busy_us"]
     keep = busy.notna().sum(axis=1) >= 2
     basis = aligned.groupby(KEY)["kernels"].max().reindex(busy.index)
     busy = busy[keep].copy()
     busy.insert(0, "basis", np.where(basis[keep] > 0, "gpu", "cpu"))
-    return busy, wide["arrival_us"][keep] if len(wide) else pd.DataFrame()
+    return busy, {k: wide[k][keep] for k in placed}
 
 
 def stragglers(calls: pd.DataFrame, ranks: list[dict[str, Any]], step_us: dict[int, float]) -> dict[str, Any]:
@@ -89,9 +94,10 @@ def stragglers(calls: pd.DataFrame, ranks: list[dict[str, Any]], step_us: dict[i
     `step_us` each rank's mean step time."""
     order = [r["rank"] for r in ranks]
     worker = {r["rank"]: r["worker"] for r in ranks}
-    busy, arrival = _busy_matrix(calls) if len(calls) else (pd.DataFrame(), pd.DataFrame())
+    busy, placed = _busy_matrix(calls) if len(calls) else (pd.DataFrame(), {})
     busy = busy.reindex(columns=["basis", *order])
-    arrival = arrival.reindex(index=busy.index, columns=order)
+    placed = {k: placed.get(k, pd.DataFrame()).reindex(index=busy.index, columns=order)
+              for k in ("arrival_us", "start_us", "end_us")}
     times = busy[order].to_numpy(dtype=np.float64)
     with np.errstate(all="ignore"):
         longest = np.nanmax(times, axis=1) if len(times) else np.empty(0)
@@ -109,7 +115,7 @@ def stragglers(calls: pd.DataFrame, ranks: list[dict[str, Any]], step_us: dict[i
         "basis": {b: int(n) for b, n in busy["basis"].value_counts().items()},
         "ranks": per_rank,
         "stragglers": named,
-        "occurrences": _occurrences(busy["basis"], arrival, delay, spread, last),
+        "occurrences": _occurrences(busy["basis"], placed, delay, spread, last),
         "unaligned": unaligned(calls, order),
     }
 
@@ -127,17 +133,19 @@ def _rank_row(rank: int, worker: str, delay: np.ndarray, times_last: int, decide
     })
 
 
-def _occurrences(basis: pd.Series, arrival: pd.DataFrame, delay: np.ndarray, spread: np.ndarray,
+def _occurrences(basis: pd.Series, placed: dict[str, pd.DataFrame], delay: np.ndarray, spread: np.ndarray,
                  last: np.ndarray) -> list[dict[str, Any]]:
-    order = list(arrival.columns)
-    times = arrival.to_numpy(dtype=np.float64)
+    order = list(placed["arrival_us"].columns)
+    times = {k: frame.to_numpy(dtype=np.float64) for k, frame in placed.items()}
+    shown = np.sort(np.argsort(-np.nan_to_num(spread), kind="stable")[:MAX_OCCURRENCES])
     out = []
-    for i, (step, name, index) in enumerate(basis.index[:MAX_OCCURRENCES]):
+    for i in shown.tolist():
+        step, name, index = basis.index[i]
         out.append({
             **clean_row({"step": step, "name": name, "index": int(index), "basis": basis.iloc[i],
                          "spread_us": spread[i]}),
             "last_ranks": [order[j] for j in np.flatnonzero(last[i])],
-            "arrivals": [clean_row({"rank": r, "arrival_us": times[i, j], "delay_us": delay[i, j]})
+            "arrivals": [clean_row({"rank": r, **{k: t[i, j] for k, t in times.items()}, "delay_us": delay[i, j]})
                          for j, r in enumerate(order) if np.isfinite(delay[i, j])],
         })
     return out

@@ -8,7 +8,8 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
 from ..analysis.overview import overview
-from .deps import Memo, Selection, get_memo, select
+from .deps import Memo, Selection, get_memo, select, span_of_workers
+from .distributed import distributed_of
 from .operators import op_tree
 
 
@@ -69,4 +70,10 @@ def get_overview(sel: Selection = Depends(select), memo: Memo = Depends(get_memo
 
 
 def overview_of(sel: Selection, memo: Memo) -> dict[str, Any]:
-    return memo.get(sel.tables, ("overview",), lambda: overview(sel.tables, lambda: op_tree(sel, memo)))
+    """The overview, whose rules across ranks see the run's other workers of this span once
+    they are all loaded (a worker loaded later gives a new answer)."""
+    peers = span_of_workers(sel.run_state, sel.span)
+    shared = peers.loading is None and len(peers.ready) >= 2 and sel.worker in peers.ready
+    run_view = (lambda: distributed_of(peers, memo)) if shared else None
+    return memo.get(sel.tables, ("overview", peers.key if shared else None),
+                    lambda: overview(sel.tables, lambda: op_tree(sel, memo), run_view, sel.worker))

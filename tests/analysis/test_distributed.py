@@ -1,7 +1,7 @@
 """Distributed view (server/analysis/distributed.py, stragglers.py) on tiny synthetic ranks.
 
-Each expected number is worked out by hand in a comment. Ranks are built by `ddp_rank`: two
-steps of 2000 us, each with a compute kernel and three all-reduces whose kernels end
+Each expected number is worked out by hand in a comment. Ranks are built by synth's `ddp_rank`:
+two steps of 2000 us, each with a compute kernel and three all-reduces whose kernels end
 together on every rank (the collective completes when the last rank arrives).
 """
 
@@ -12,35 +12,7 @@ import pytest
 from profboard.server.analysis.distributed import (collective_calls, distributed, overlap, settle_ranks,
                                                    worker_identity)
 from profboard.server.analysis.steps import detect_steps
-from synth import NCCL_ALLREDUCE, Trace, parse
-
-STEP_US = 2000
-CALLS_AT = (100, 600, 1100)     # host entry of each all-reduce, from the step start
-TRANSFER_US = 50               # the last rank's kernel: it moves data, nobody waits
-
-
-def ddp_rank(rank: int, late: dict[int, float] | None = None, skip: set[tuple[int, int]] = frozenset(),
-             world: int = 4, info: bool = True) -> Trace:
-    """One rank: steps 1 and 2; all-reduce k enters at CALLS_AT[k] + its lateness, its kernel
-    starts 10 us later and ends TRANSFER_US after the latest rank's kernel starts."""
-    late = late or {}
-    t = Trace(pid=100 + rank)
-    if info:
-        t.distributed(rank, world)
-    t.device(id=rank)
-    worst = max(late.values(), default=0.0)
-    for n, base in ((1, 0), (2, STEP_US)):
-        t.step(n, base, STEP_US)
-        t.launch(base + 20, 5, base + 30, 60, device=rank)              # compute kernel
-        for k, at in enumerate(CALLS_AT):
-            if (n, k) in skip:
-                continue
-            start = base + at + late.get(rank, 0.0)
-            kernel_ts = start + 10
-            kernel_end = base + at + worst + 10 + TRANSFER_US
-            t.collective(start, 40, kernel_ts, kernel_end - kernel_ts, nelems=1000 * (k + 1), device=rank)
-    return t
-
+from synth import CALLS_AT, NCCL_ALLREDUCE, STEP_US, TRANSFER_US, Trace, ddp_rank, parse
 
 def run(traces: dict[str, Trace]) -> dict:
     return distributed({name: parse(t.build()) for name, t in traces.items()})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..recommendations import Rule
 from . import step_shares, utilization
 from . import memory, parallel, syncs, tensor_cores
-from . import compiled, launch
+from . import compiled, launch, straggler
 
 RULES: tuple[Rule, ...] = (
     step_shares.dataloader_bound,
@@ -18,4 +18,5 @@ RULES: tuple[Rule, ...] = (
     parallel.ddp_instead_of_dp,
     compiled.graph_breaks,
     launch.launch_bound,
+    straggler.straggler,
 )
