@@ -39,6 +39,8 @@ NESTED_RUN = ("group/nested_run", "h100/compile_graph_breaks")
 # copied in while the server runs
 LATE_RUN = ("late_run", "h100/compile_graph_breaks")
 GOOD_RUNS = [*COPIED_RUNS, SYMLINKED_RUN[0], NESTED_RUN[0]]
+# two good ranks of a DDP run the project recorded, and a third worker whose file is not a trace
+PARTLY_BROKEN_RUN = ("ddp_partly_broken", REPO / "tests/data/h200x2/ddp_straggler_rank1")
 
 # broken run -> what its error message must say
 BAD_RUNS = {
@@ -77,6 +79,12 @@ def _write_logdir(root: Path) -> None:
     (root / "empty").mkdir()
     (root / "empty" / "w.1.pt.trace.json").write_bytes(b"")
 
+    name, folder = PARTLY_BROKEN_RUN
+    (root / name).mkdir()
+    for trace in _trace_files(folder):
+        shutil.copyfile(trace, root / name / trace.name)
+    (root / name / "vm_999.1.pt.trace.json").write_text("rank 2 crashed before writing its trace\n")
+
 
 @pytest.fixture(scope="session")
 def api_logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -93,7 +101,7 @@ def api_logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def api_server(api_logdir: Path, start_server, tmp_path_factory: pytest.TempPathFactory):
     """The real `profboard` serving `api_logdir`, with every run loaded or failed."""
     return start_server(api_logdir, tmp_path_factory.mktemp("api_server"),
-                        expect=[*GOOD_RUNS, TRUNCATED_RUN, *BAD_RUNS], timeout=60)
+                        expect=[*GOOD_RUNS, TRUNCATED_RUN, *BAD_RUNS, PARTLY_BROKEN_RUN[0]], timeout=60)
 
 
 def assert_error(response, status: int, code: str, mentions: str | None = None) -> str:
@@ -202,6 +210,34 @@ def test_overview_shape(api_server):
     [gpu] = body["gpus"]
     assert gpu["device"] == 0 and gpu["name"].startswith("NVIDIA H100")
     assert 0 < gpu["utilization_ratio"] <= 1
+
+
+def test_distributed_compares_every_rank(api_server):
+    body = api_server.get("/api/distributed", {"run": "ddp_resnet50"}).json()
+    assert body["span"] == "1" and [r["rank"] for r in body["ranks"]] == [0, 1, 2, 3]
+    for part in ("overlap", "wait", "comm_ops", "comparison"):
+        assert [r["rank"] for r in body[part]] == [0, 1, 2, 3], part
+    assert [r["rank"] for r in body["stragglers"]["stragglers"]] == [1]
+    views = {v["name"]: v for v in api_server.get("/api/views").json()["views"]}
+    assert views["distributed"]["all_workers"] and not views["overview"]["all_workers"]
+    runs = api_server.runs()
+    assert "distributed" in runs["ddp_resnet50"]["views"]
+    assert "distributed" not in runs["loss_sync_after"]["views"]     # one worker
+    # every worker's overview names the straggler
+    for worker in runs["ddp_resnet50"]["workers"]:
+        found = api_server.get("/api/overview", {"run": "ddp_resnet50", "worker": worker}).json()["recommendations"]
+        (finding,) = [f for f in found if f["id"] == "straggler"]
+        assert finding["numbers"]["straggler_ranks"] == [1]
+
+
+def test_distributed_leaves_out_an_unreadable_worker(api_server):
+    name = PARTLY_BROKEN_RUN[0]
+    body = api_server.get("/api/distributed", {"run": name}).json()
+    assert [r["worker"] for r in body["ranks"]] == ["vm_681", "vm_682"]
+    assert any("vm_999" in w and "left out" in w for w in body["warnings"]), body["warnings"]
+    assert [r["rank"] for r in body["stragglers"]["stragglers"]] == [1]
+    assert_error(api_server.get("/api/distributed", {"run": name, "span": "2"}), 404, "not_found", "span")
+    assert_error(api_server.get("/api/distributed", {"run": "corrupt_gzip"}), 422, "trace_error")
 
 
 OP_NUMBERS = {"calls", "device_self_us", "device_total_us", "host_self_us", "host_total_us",
