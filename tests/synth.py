@@ -209,18 +209,19 @@ class Trace:
     def collective(self, ts: float, dur: float, kernel_ts: float | None = None, kernel_dur: float = 0.0,
                    op: str | None = "nccl:all_reduce", nelems: int = 1024, dtype: str = "float",
                    kernel: str = NCCL_ALLREDUCE, wrapped: bool = True, tid: Any = None, device: int = 0,
-                   stream: int = 20) -> int:
+                   stream: int = 20, group: str = "0") -> int:
         """A c10d collective as PyTorch 2.x records it: `record_param_comms` (ts..ts+dur) holding
         the `nccl:*` annotation (`op`; None leaves it out), a launch at ts+1 and the NCCL kernel
         (none when `kernel_ts` is None), tied to record_param_comms by external id.
         `wrapped=False` writes PyTorch 1.x's shape: the `nccl:*` op alone, its kernel tied to it.
+        `group` is the process group's name.
         Returns the external id the kernel carries."""
         ext = next(self._external)
         if wrapped:
             self.complete(self.cat("op"), "record_param_comms", ts, dur, tid=tid, **{
                 "External id": ext, "Collective name": (op or "allreduce").split(":")[-1].replace("_", ""),
                 "In msg nelems": nelems, "Out msg nelems": nelems, "Group size": 4, "dtype": "Float",
-                "Process Group Name": "0", "Process Group Ranks": "[0, 1, 2, 3]",
+                "Process Group Name": group, "Process Group Ranks": "[0, 1, 2, 3]",
                 "Input Dims": [[[nelems]], [], []], "Input type": ["TensorList", "", "Scalar"]})
         if op is not None:
             inner = (ts + 0.5, dur - 1.0) if wrapped else (ts, dur)

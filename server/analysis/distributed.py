@@ -23,8 +23,10 @@ are then combined (`combine`). Steps are found per worker as in the Overview.
    else "nccl:" and the kernel's collective (`AllReduce` -> `nccl:all_reduce`). Size: the
    `nccl:*` op's input tensors (elements x element size, summed over inputs, as the
    reference). Latency: the call's GPU kernel time (a gloo call: its host time). The call
-   belongs to the step its host op starts in. `record_param_comms` ops that launched nothing
-   (`wait`) are not calls.
+   belongs to the step its host op starts in, and to the process group its
+   `record_param_comms` names ("" when the trace does not say, as in PyTorch 1.x). The run's
+   process groups (name, description, ranks) come from the workers' `distributedInfo`.
+   `record_param_comms` ops that launched nothing (`wait`) are not calls.
 5. Data transfer vs synchronizing, and stragglers: see the Stragglers note. Per step,
    transfer and wait sum those of the calls made in the step; "unattributed" is the
    step's communication time no aligned call accounts for (kernels tied to no call, such
@@ -160,6 +162,23 @@ def topology(identities: list[dict[str, Any]], entries: dict[str, dict[str, Any]
     return [{"node": node, "processes": procs} for node, procs in nodes.items()]
 
 
+def process_groups(tables: TraceTables) -> list[dict[str, Any]]:
+    """The process groups this worker's `distributedInfo` lists (name, description, size, ranks)."""
+    info = tables.metadata.get("distributedInfo")
+    config = info.get("pg_config") if isinstance(info, dict) else None
+    return [{"name": str(g.get("pg_name")), "description": g.get("pg_desc"), "size": g.get("pg_size"),
+             "ranks": g.get("ranks")} for g in config or [] if isinstance(g, dict) and "pg_name" in g]
+
+
+def merge_groups(per_worker: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Every process group any worker lists, once, by name (a rank lists only the groups it is in)."""
+    groups: dict[str, dict[str, Any]] = {}
+    for listed in per_worker:
+        for group in listed:
+            groups.setdefault(group["name"], group)
+    return sorted(groups.values(), key=lambda g: (len(g["name"]), g["name"]))
+
+
 # --- overlap -------------------------------------------------------------------------------
 
 OVERLAP_PARTS = ("computation_us", "overlapping_us", "communication_us", "other_us")
@@ -194,9 +213,10 @@ def _average(frame: pd.DataFrame) -> dict[str, Any]:
 # --- collective calls ----------------------------------------------------------------------
 
 def collective_calls(events: pd.DataFrame, steps: Steps) -> tuple[pd.DataFrame, list[str]]:
-    """One row per collective call (definition 4): name, cpu_ts/cpu_end, gpu_ts/gpu_end,
-    busy_us, kernels, bytes (NaN when unknown), step_name, index (k-th call of its name in
-    its step), cpu_arrival_us and gpu_arrival_us (from its step's start); and warnings."""
+    """One row per collective call (definition 4): name, group (process group), cpu_ts/cpu_end,
+    gpu_ts/gpu_end, busy_us, kernels, bytes (NaN when unknown), step_name, index (k-th call of
+    its name and group in its step), cpu_arrival_us and gpu_arrival_us (from its step's
+    start); and warnings."""
     kind = events["kind"].to_numpy()
     names = events["name"]
     host = np.isin(kind, HOST_OP_KINDS)
@@ -274,8 +294,9 @@ def _call_frame(events: pd.DataFrame, roots: np.ndarray, op_row: np.ndarray, ker
     if has_op.any():
         nbytes[has_op] = tensor_bytes(texts_at(events["input_dims"], op_row[has_op]),
                                       texts_at(events["input_type"], op_row[has_op]))
+    group = texts_at(events["process_group"], roots)
     return pd.DataFrame({
-        "name": name, "cpu_ts": ts[roots], "cpu_end": end[roots], "gpu_ts": gpu_ts, "gpu_end": gpu_end,
+        "name": name, "group": np.where(pd.isna(group), "", group).astype(object), "cpu_ts": ts[roots], "cpu_end": end[roots], "gpu_ts": gpu_ts, "gpu_end": gpu_end,
         "busy_us": busy, "kernels": kern["kernels"].to_numpy(), "bytes": nbytes,
     }).sort_values("cpu_ts", kind="stable", ignore_index=True)
 
@@ -328,14 +349,14 @@ def _bytes_of(dims_text: Any, types_text: Any) -> float:
 
 def _place_in_steps(calls: pd.DataFrame, steps: Steps) -> pd.DataFrame:
     """Step of each call (the one its host op starts in), its k-th place among same-named calls
-    of that step, and its arrivals from the step's start."""
+    of that step in its process group, and its arrivals from the step's start."""
     cpu_ts = calls["cpu_ts"].to_numpy()
     idx = step_of(steps, cpu_ts)
     inside = idx >= 0
     names = np.array(steps.names, dtype=object)
     start = np.where(inside, steps.starts[np.maximum(idx, 0)], np.nan)
     calls = calls.assign(step_name=np.where(inside, names[np.maximum(idx, 0)] if len(names) else "", ""))
-    calls["index"] = calls.groupby(["step_name", "name"]).cumcount()
+    calls["index"] = calls.groupby(["step_name", "group", "name"]).cumcount()
     calls["cpu_arrival_us"] = cpu_ts - start
     calls["gpu_arrival_us"] = calls["gpu_ts"].to_numpy() - start
     return calls
@@ -413,6 +434,7 @@ class WorkerSummary:
     calls: pd.DataFrame
     comparison: dict[str, Any]
     mean_step_us: float | None
+    groups: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -427,6 +449,7 @@ def summarize_worker(name: str, tables: TraceTables) -> WorkerSummary:
         overlap=overlap(events, steps), calls=calls,
         comparison=step_comparison(step_breakdown(events, steps)),
         mean_step_us=float(step_us.mean()) if len(step_us) else None,
+        groups=process_groups(tables),
         warnings=[f"{name}: {w}" for w in steps.warnings + warnings])
 
 
@@ -446,6 +469,7 @@ def combine(summaries: list[WorkerSummary]) -> dict[str, Any]:
     return {
         "ranks": [s.identity for s in by_rank],
         "topology": topology(identities, {s.identity["worker"]: s.topology for s in by_rank}),
+        "groups": merge_groups([s.groups for s in by_rank]),
         "overlap": [per_rank(s, **s.overlap) for s in by_rank],
         "wait": [per_rank(s, **wait_and_transfer(calls_of.get(s.identity["rank"], empty), s.overlap["steps"]))
                  for s in by_rank],

@@ -1,12 +1,11 @@
 """Collectives matched across ranks: data transfer versus waiting, and who arrives last.
 
 1. Alignment: NCCL requires every rank of a process group to issue the group's collectives
-   in the same order, so the k-th call of a collective (by name) within a step is the same
-   collective on every rank. Calls are keyed by (step, name, k); a key found on two ranks or
-   more is aligned. Where ranks made different numbers of calls of a collective in a step,
-   the first calls are aligned and the rest are reported, never dropped silently. (The
-   trace's process-group name and sequence number are not decoded by the parser, so all
-   calls count as one group.)
+   in the same order, so the k-th call of a collective (by name) of a group within a step is
+   the same collective on every rank of the group. Calls are keyed by (step, group, name, k);
+   a key found on two ranks or more is aligned. Where ranks made different numbers of calls
+   of a collective in a step, the first calls are aligned and the rest are reported, never
+   dropped silently.
 2. Data transfer and waiting, as the reference plugin defined them: a collective finishes on
    every rank together, so its shortest GPU time among the ranks is the time spent moving
    data, and what a rank spent beyond that is time waiting for the others (synchronizing).
@@ -39,7 +38,7 @@ from .records import clean_row
 TIE_US = 1.0
 # Occurrences listed one by one in the response, the widest spreads (the aggregates use all).
 MAX_OCCURRENCES = 1000
-KEY = ["step_name", "name", "index"]
+KEY = ["step_name", "group", "name", "index"]
 _SYMMETRIC = re.compile(r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|barrier", re.IGNORECASE)
 
 
@@ -140,9 +139,9 @@ def _occurrences(basis: pd.Series, placed: dict[str, pd.DataFrame], delay: np.nd
     shown = np.sort(np.argsort(-np.nan_to_num(spread), kind="stable")[:MAX_OCCURRENCES])
     out = []
     for i in shown.tolist():
-        step, name, index = basis.index[i]
+        step, group, name, index = basis.index[i]
         out.append({
-            **clean_row({"step": step, "name": name, "index": int(index), "basis": basis.iloc[i],
+            **clean_row({"step": step, "group": group, "name": name, "index": int(index), "basis": basis.iloc[i],
                          "spread_us": spread[i]}),
             "last_ranks": [order[j] for j in np.flatnonzero(last[i])],
             "arrivals": [clean_row({"rank": r, **{k: t[i, j] for k, t in times.items()}, "delay_us": delay[i, j]})
@@ -157,12 +156,12 @@ def unaligned(calls: pd.DataFrame, order: list[int]) -> dict[str, Any]:
     if calls.empty:
         return {"calls": [{"rank": r, "unaligned": 0} for r in order], "count_mismatches": []}
     alone = calls[calls["ranks_present"] < 2].groupby("rank").size()
-    counts = calls.groupby(["step_name", "name", "rank"]).size().unstack("rank").reindex(columns=order)
+    counts = calls.groupby(["step_name", "group", "name", "rank"]).size().unstack("rank").reindex(columns=order)
     counts = counts.fillna(0).astype(np.int64)
     differ = counts[counts.nunique(axis=1) > 1]
     return {
         "calls": [{"rank": r, "unaligned": int(alone.get(r, 0))} for r in order],
         "count_mismatches": [
-            {"step": step, "name": name, "calls": [{"rank": r, "calls": int(row[r])} for r in order]}
-            for (step, name), row in differ.iterrows()],
+            {"step": step, "group": group, "name": name, "calls": [{"rank": r, "calls": int(row[r])} for r in order]}
+            for (step, group, name), row in differ.iterrows()],
     }

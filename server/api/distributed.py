@@ -15,6 +15,7 @@ class Distributed(BaseModel):
     span: str
     ranks: list[dict[str, Any]]
     topology: list[dict[str, Any]]
+    groups: list[dict[str, Any]]
     overlap: list[dict[str, Any]]
     wait: list[dict[str, Any]]
     comm_ops: list[dict[str, Any]]

@@ -41,6 +41,8 @@ class Args(msgspec.Struct, gc=False):
     input_dims_legacy: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input dims")
     input_type: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
     call_stack: Union[str, None] = msgspec.field(default=None, name="Call stack")
+    # c10d's record_param_comms: which process group a collective ran in ("0" is the default group).
+    process_group: Union[str, int, None] = msgspec.field(default=None, name="Process Group Name")
     sequence_number: int = msgspec.field(default=-1, name="Sequence number")
     fwd_thread_id: int = msgspec.field(default=-1, name="Fwd thread id")
     python_id: int = msgspec.field(default=-1, name="Python id")

@@ -22,7 +22,7 @@ from .decode import DecodedTrace, decode_counter
 from .schema import Args, Event, Kind, kind_of_category
 
 # Bump when the tables' content or layout changes: it keys the on-disk cache.
-TABLES_VERSION = 2
+TABLES_VERSION = 3
 
 _INT_ARGS = ("correlation", "device", "stream", "registers_per_thread", "shared_memory",
              "sequence_number", "fwd_thread_id", "python_id", "python_module_id")
@@ -48,6 +48,7 @@ _ARG_COLUMNS: dict[str, tuple[str, Callable[[list[Args]], Any]]] = {
     "input_dims": ("str", lambda args: _raw_texts(a.input_dims or a.input_dims_legacy for a in args)),
     "input_type": ("str", lambda args: _raw_texts(map(attrgetter("input_type"), args))),
     "call_stack": ("str", lambda args: list(map(attrgetter("call_stack"), args))),
+    "process_group": ("str", lambda args: [None if g is None else str(g) for g in map(attrgetter("process_group"), args)]),
 }
 _DTYPES = {"int": np.int64, "float": np.float64}
 _ABSENT = {"int": -1, "float": np.nan}
@@ -56,7 +57,8 @@ _ABSENT = {"int": -1, "float": np.nan}
 # Kinds not listed (unknown categories) get every column.
 _DEVICE_ARGS = ("external_id", "correlation", "device", "stream", "bytes", "grid", "block",
                 "registers_per_thread", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy")
-_OP_ARGS = ("external_id", "input_dims", "input_type", "call_stack", "sequence_number", "fwd_thread_id")
+_OP_ARGS = ("external_id", "input_dims", "input_type", "call_stack", "sequence_number", "fwd_thread_id",
+            "process_group")
 _ARGS_BY_KIND: dict[Kind, tuple[str, ...]] = {
     **{k: _DEVICE_ARGS for k in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)},
     **{k: ("external_id", "correlation", "device", "stream") for k in (Kind.RUNTIME, Kind.DRIVER)},

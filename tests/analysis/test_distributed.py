@@ -127,9 +127,28 @@ def test_calls_legacy_nccl_op_and_kernel_only_record():
     assert calls["name"].tolist() == ["nccl:all_reduce", "nccl:all_reduce"]
     assert calls["bytes"].tolist()[0] == 20.0 and calls["bytes"].isna().tolist() == [False, True]
     assert calls["busy_us"].tolist() == [30.0, 25.0]
-    assert calls["index"].tolist() == [0, 1]
+    # 1.x records no process group; 2.x's record_param_comms does: each is the first of its group
+    assert calls["group"].tolist() == ["", "0"] and calls["index"].tolist() == [0, 0]
     assert any("1 communication kernel(s) are tied to no collective call" in w for w in warnings)
     assert any("1 collective call(s) have no known size" in w for w in warnings)
+
+
+def test_calls_align_within_their_process_group():
+    # Both ranks all-reduce once in group "dp" (kernel 30 us) and once in group "tp" (60 us),
+    # in opposite orders. Within a group the k-th calls match, so the kernel times agree and
+    # nobody is late; matched by name alone, 30 would meet 60 and a rank would look 30 us late.
+    ranks = {}
+    for rank, order in ((0, ("dp", "tp")), (1, ("tp", "dp"))):
+        t = Trace(pid=100 + rank)
+        t.distributed(rank, 2)
+        t.step(1, 0, 1000)
+        for k, group in enumerate(order):
+            busy = 30 if group == "dp" else 60
+            t.collective(100 + 300 * k, 20, 110 + 300 * k, busy, device=rank, group=group)
+        ranks[f"worker{rank}"] = parse(t.build())
+    s = distributed(ranks)["stragglers"]
+    assert s["collectives"] == 2 and s["decided"] == 0 and s["unaligned"]["count_mismatches"] == []
+    assert sorted(o["group"] for o in s["occurrences"]) == ["dp", "tp"]
 
 
 def test_gloo_call_is_its_host_range():
@@ -200,7 +219,7 @@ def test_differing_op_counts_align_the_rest_and_report():
     assert (named["rank"], named["times_last"], named["median_delay_us"]) == (1, 6, 120.0)
     assert by_rank(s["ranks"])[3]["collectives"] == 5
     assert s["unaligned"]["count_mismatches"] == [
-        {"step": "1", "name": "nccl:all_reduce",
+        {"step": "1", "group": "0", "name": "nccl:all_reduce",
          "calls": [{"rank": 0, "calls": 3}, {"rank": 1, "calls": 3}, {"rank": 2, "calls": 3}, {"rank": 3, "calls": 2}]}]
     assert by_rank(out["comm_ops"])[3]["rows"][0]["calls"] == 5
 

@@ -102,6 +102,8 @@ def by_rank(rows: list[dict]) -> dict[int, dict]:
 def test_ranks_and_topology(out):
     assert [(r["rank"], r["world_size"], r["backend"], r["assumed"]) for r in out["ranks"]] == [
         (r, 4, "nccl", []) for r in range(4)]
+    assert out["groups"] == [{"name": "0", "description": "default_pg", "size": 4, "ranks": [0, 1, 2, 3]}]
+    assert {o["group"] for o in out["stragglers"]["occurrences"]} == {"0"}
     (node,) = out["topology"]
     assert [(p["rank"], [g["device"] for g in p["gpus"]], p["gpus"][0]["name"], p["gpus"][0]["compute_capability"])
             for p in node["processes"]] == [(r, [r], "NVIDIA H200", "9.0") for r in range(4)]
