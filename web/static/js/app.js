@@ -32,7 +32,7 @@ const BUSY_DELAY_MS = 250;
  * @typedef {{name: string, status: "loading"|"ready"|"error", progress: number, error: string|null,
  *            workers: string[], spans: Record<string, string[]>, views: string[], files: FileInfo[],
  *            snapshots?: string[]}} RunInfo
- * @typedef {{name: string, title: string, about: string}} ViewInfo
+ * @typedef {{name: string, title: string, about: string, all_workers?: boolean}} ViewInfo
  */
 
 const $ = (/** @type {string} */ selector) => /** @type {HTMLElement} */ (document.querySelector(selector));
@@ -87,6 +87,26 @@ function withoutWorkers(run) {
 }
 
 /**
+ * Whether a view shows every worker of a span at once (/api/views' `all_workers`): it takes no worker.
+ * @param {string} view
+ */
+function allWorkers(view) {
+  const info = state.views.find((v) => v.name === view);
+  return Boolean(info && info.all_workers);
+}
+
+/**
+ * The query as the address bar shows it: a view of every worker keeps run and span but no worker
+ * (the shell still keeps one in `state.query`, for the span list and the way back to other views).
+ * @param {Record<string, string>} query
+ */
+function urlQuery(query) {
+  if (!allWorkers(state.view)) return query;
+  const { worker, ...rest } = query;
+  return rest;
+}
+
+/**
  * The address of a view for a run, carrying the parameters that view reads beside the selection
  * (the Memory Snapshot view's `file`).
  * @param {string} view
@@ -94,7 +114,8 @@ function withoutWorkers(run) {
  * @param {Record<string, string>} query
  */
 function hrefFor(view, run, query) {
-  const { run: runName, worker, span } = query;
+  const { run: runName, span } = query;
+  const worker = allWorkers(view) ? undefined : query.worker;
   if (view !== "snapshot") return viewHref(view, { run: runName, worker, span });
   const files = (run && run.snapshots) || [];
   const file = query.file && files.includes(query.file) ? query.file : files[0];
@@ -146,14 +167,15 @@ function reselect(runName, worker, span) {
 /** @param {{run?: string, worker?: string, span?: string}} selection */
 function select(selection) {
   // Re-read the URL: the view may have kept its own parameters there (e.g. a table's sort).
-  state.query = { ...readQuery(), ...selection };
+  // The worker stays when the URL leaves it out (a view of every worker).
+  state.query = { worker: state.query.worker, ...readQuery(), ...selection };
   const run = findRun(state.query.run);
   if (state.query.file && run && !(run.snapshots || []).includes(state.query.file)) {
     // A snapshot file (and the history point picked in it) belongs to the run it was picked in.
     delete state.query.file;
     delete state.query.at;
   }
-  writeQuery(state.query, { push: true });
+  writeQuery(urlQuery(state.query), { push: true });
   renderPanel();
   syncView();
 }
@@ -204,7 +226,11 @@ function renderPanel() {
     return { value: w, label: w + statusSuffix(status) };
   }) : [];
   if (worker && run && !run.workers.includes(worker)) workerOptions.unshift({ value: worker, label: `${worker} (not found)`, disabled: true });
-  setOptions(ui.worker, workerOptions, worker);
+  const everyWorker = allWorkers(state.view);
+  setOptions(ui.worker, everyWorker && run ? [{ value: "", label: "All workers" }] : workerOptions, everyWorker && run ? "" : worker);
+  if (everyWorker) ui.worker.disabled = true;
+  if (everyWorker) ui.worker.title = "This view shows every worker";
+  else ui.worker.removeAttribute("title");
 
   const spans = run ? run.spans[worker] || [] : [];
   const spanOptions = spans.map((s) => {
@@ -455,14 +481,14 @@ async function refreshRuns() {
     loading = state.runs.some((r) => r.status === "loading");
     if (first) {
       const filled = withDefaults(state.query);
-      if (JSON.stringify(filled) !== JSON.stringify(state.query)) {
+      if (JSON.stringify(filled) !== JSON.stringify(state.query) || allWorkers(state.view)) {
         state.query = filled;
-        writeQuery(state.query);
+        writeQuery(urlQuery(state.query));
       }
     } else if (!state.query.run && state.runs.length) {
       // The logdir was empty at first: select the first run that appeared.
       state.query = withDefaults(state.query);
-      writeQuery(state.query);
+      writeQuery(urlQuery(state.query));
     }
     renderPanel();
     syncView({ force: recovered });
@@ -482,6 +508,7 @@ async function loadViews() {
     state.views = []; // the template's own options stay; the note stays hidden
   }
   renderAbout();
+  if (state.runsKnown && allWorkers(state.view)) writeQuery(urlQuery(state.query));
   if (state.runsKnown) renderPanel();
   setTitle();
 }

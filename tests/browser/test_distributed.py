@@ -1,0 +1,277 @@
+"""The Distributed view in Chromium: the straggler headline names rank 1 on the run where rank 1
+was made slow (ddp_straggler_rank1) and on the 4-rank DDP run, the per-rank charts carry the API's
+numbers and follow the step picker, the ops table follows the rank picker, the topology lists every
+GPU, FSDP's unequal call counts are noted, the shell's worker select is off on this view only, and a
+one-worker run does not offer the view."""
+
+from __future__ import annotations
+
+import json
+import math
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from playwright.sync_api import Locator, expect
+
+from browser_pages import OverviewPage, ShellPage, css_testid
+
+pytestmark = pytest.mark.browser
+
+STRAGGLER_RUN = "ddp_straggler_rank1"
+DDP_RUN = "ddp_resnet50"
+FSDP_RUN = "fsdp"
+ONE_WORKER_RUN = "resnet50_fp32"
+OVERLAP_KEYS = ["computation_us", "overlapping_us", "communication_us", "other_us"]
+WAIT_KEYS = ["transfer_us", "wait_us", "unattributed_us"]
+
+
+class DistributedPage(ShellPage):
+    view = "distributed"
+
+    def wait_drawn(self) -> "DistributedPage":
+        """Waits until the headline is written, every chart holds Plotly SVG (or its empty note) and the view is idle."""
+        expect(self.root()).to_be_visible()
+        expect(self.part("straggler-headline")).not_to_be_empty()
+        for chart in ("delay-chart", "overlap-chart", "wait-chart", "comparison-chart"):
+            expect(self.part(chart).locator(".main-svg, p.empty").first).to_be_attached()
+        expect(self.root()).not_to_have_attribute("aria-busy", "true")
+        return self
+
+    def chart_data(self, testid: str) -> list[dict]:
+        """The traces Plotly drew in a chart (its `data`), as JSON."""
+        return json.loads(self.part(testid).evaluate("(node) => JSON.stringify(node.data)"))
+
+    def chart_us(self, testid: str) -> dict[str, list[float | None]]:
+        """Each trace's y values back in microseconds (the chart records its unit's divisor)."""
+        divisor = float(self.part(testid).get_attribute("data-divisor"))
+        return {t["name"]: [None if y is None else y * divisor for y in t["y"]] for t in self.chart_data(testid)}
+
+    def step_picker(self) -> Locator:
+        return self.part("step-picker")
+
+    def rank_picker(self) -> Locator:
+        return self.part("rank-picker")
+
+    def column(self, table: str, label: str) -> list[str]:
+        """The texts of the column whose header reads `label` (sort arrows left out)."""
+        node = self.part(table)
+        headers = [" ".join(h.split()).rstrip("▲▼ ") for h in node.locator("thead th").all_inner_texts()]
+        index = headers.index(label) + 1
+        return node.locator(f"tbody tr td:nth-child({index})").all_inner_texts()
+
+
+def sel(run: str) -> str:
+    return f"run={run}&span=1"
+
+
+def fmt_us(us: float) -> str:
+    """format.js's formatUs for 1 ms <= us < 1 s."""
+    ms = us / 1e3
+    return f"{round(ms)} ms" if ms >= 100 else f"{ms:.1f} ms" if ms >= 10 else f"{ms:.2f} ms"
+
+
+def close(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-6)
+
+
+def values_at(entry: dict, step: str | None) -> dict:
+    return entry["average"] if step is None else next(s for s in entry["steps"] if s["step"] == step)
+
+
+@pytest.fixture
+def dist(page, server) -> DistributedPage:
+    return DistributedPage(page, server)
+
+
+@pytest.mark.parametrize("run, worker", [(STRAGGLER_RUN, "vm_682"), (DDP_RUN, "vm_908")])
+def test_distributed_headline_names_rank_1(dist, api, shots, run, worker):
+    data = api(f"/api/distributed?{sel(run)}")
+    s = data["stragglers"]
+    assert [r["rank"] for r in s["stragglers"]] == [1], "the fixture's straggler is rank 1"
+    straggler = s["stragglers"][0]
+    dist.open(sel(run)).wait_drawn()
+
+    headline = dist.part("straggler-headline")
+    expect(headline).to_have_attribute("data-ranks", "1")
+    expect(headline).to_have_attribute("data-tone", "alert")
+    expect(headline).to_have_text(
+        f"Rank 1 ({worker}) arrives last at {straggler['times_last']} of {s['decided']} collectives, "
+        f"a median {fmt_us(straggler['median_delay_us'])} (up to {fmt_us(straggler['max_delay_us'])}) after the first rank.")
+
+    # One table row per rank, rank 1's marked; the chart's delay bars are the API's medians.
+    rows = dist.part("rank-table").locator("tbody tr")
+    expect(rows).to_have_count(len(s["ranks"]))
+    expect(rows.nth(1)).to_contain_text("straggler")
+    expect(dist.part("rank-table").locator("tbody tr", has_text="straggler")).to_have_count(1)
+    bars = dist.chart_us("delay-chart")
+    assert all(close(a, r["median_delay_us"]) for a, r in zip(bars["Median arrival delay"], s["ranks"]))
+    (delay, step) = dist.chart_data("delay-chart")
+    assert delay["x"] == [f"Rank {r['rank']}" for r in s["ranks"]]
+    assert step["yaxis"] == "y2" and len(step["y"]) == len(s["ranks"])
+
+    # The worst occurrences, widest spread first; Trace opens the last rank's own trace.
+    occurrences = sorted(s["occurrences"], key=lambda o: -o["spread_us"])[:10]
+    occ_rows = dist.part("occurrence-table").locator("tbody tr")
+    expect(occ_rows).to_have_count(len(occurrences))
+    assert dist.column("occurrence-table", "Spread") == [fmt_us(o["spread_us"]) for o in occurrences]
+    assert dist.column("occurrence-table", "Call")[0] == f"#{occurrences[0]['index'] + 1}"
+    href = occ_rows.first.locator(css_testid("trace-link")).get_attribute("href")
+    last_worker = next(r["worker"] for r in data["ranks"] if r["rank"] == occurrences[0]["last_ranks"][0])
+    query = {k: v[0] for k, v in parse_qs(urlparse(href).query).items()}
+    assert urlparse(href).path == "/trace"
+    assert (query["run"], query["worker"], query["span"]) == (run, last_worker, "1")
+    arrival = next(a for a in occurrences[0]["arrivals"] if a["rank"] == occurrences[0]["last_ranks"][0])
+    assert float(query["start_us"]) < arrival["start_us"] and float(query["end_us"]) == pytest.approx(arrival["end_us"], abs=1e-3)
+
+    expect(dist.part("unaligned-note")).to_be_hidden()
+    dist.screenshot(shots, f"distributed_{run}", full=True)
+    assert dist.page.errors == []
+
+
+def test_distributed_rank_charts_match_the_api_and_follow_the_step_picker(dist, api):
+    data = api(f"/api/distributed?{sel(DDP_RUN)}")
+    dist.open(sel(DDP_RUN)).wait_drawn()
+    ranks = [f"Rank {r['rank']}" for r in data["overlap"]]
+    assert len(ranks) == 4
+
+    def check(step: str | None) -> None:
+        overlap = dist.chart_data("overlap-chart")
+        assert [t["name"] for t in overlap] == ["Computation", "Overlapping", "Communication", "Other"]
+        assert all(t["x"] == ranks for t in overlap), "one bar group per rank"
+        got = dist.chart_us("overlap-chart")
+        for name, key in zip(got, OVERLAP_KEYS):
+            assert all(close(v, values_at(r, step)[key]) for v, r in zip(got[name], data["overlap"])), (step, key)
+        wait = dist.chart_us("wait-chart")
+        for name, key in zip(wait, WAIT_KEYS):
+            assert all(close(v, values_at(r, step)[key]) for v, r in zip(wait[name], data["wait"])), (step, key)
+
+    expect(dist.step_picker()).to_have_value("")
+    options = dist.step_picker().locator("option").all_inner_texts()
+    steps = [s["step"] for s in data["overlap"][0]["steps"]]
+    assert options == ["All steps (average)", *[f"Step {s}" for s in steps]]
+    check(None)
+
+    last = steps[-1]
+    dist.step_picker().select_option(last)
+    expect(dist.part("overlap-chart")).to_have_attribute("data-step", last)
+    expect(dist.part("wait-chart")).to_have_attribute("data-step", last)
+    check(last)
+    assert dist.query()["step"] == last
+    assert values_at(data["overlap"][0], last)["computation_us"] != data["overlap"][0]["average"]["computation_us"]
+
+    # A deep link restores the step.
+    dist.page.reload()
+    dist.wait_drawn()
+    expect(dist.step_picker()).to_have_value(last)
+    check(last)
+
+    # Step comparison: the Overview's categories, each rank's averages.
+    got = dist.chart_us("comparison-chart")
+    labels = {"Kernel": "kernel_us", "Memcpy": "memcpy_us", "Memset": "memset_us", "Communication": "communication_us",
+              "Runtime": "runtime_us", "DataLoader": "dataloader_us", "CPU Exec": "cpu_exec_us", "Other": "other_us"}
+    assert {"Kernel", "Communication", "CPU Exec"} <= set(got)
+    for name, values in got.items():
+        assert all(close(v, r["average"][labels[name]]) for v, r in zip(values, data["comparison"])), name
+    assert dist.page.errors == []
+
+
+def test_distributed_comm_ops_follow_the_rank_picker(dist, api):
+    data = api(f"/api/distributed?{sel(DDP_RUN)}")
+    dist.open(sel(DDP_RUN)).wait_drawn()
+    expect(dist.rank_picker()).to_have_value("0")
+
+    def calls_of(rank: int) -> dict[str, str]:
+        rows = next(e["rows"] for e in data["comm_ops"] if e["rank"] == rank)
+        return {r["name"]: f"{r['calls']:,}" for r in rows}
+
+    def shown() -> dict[str, str]:
+        return dict(zip(dist.column("comm-ops", "Name"), dist.column("comm-ops", "Calls")))
+
+    assert shown() == calls_of(0)
+    assert dist.column("comm-ops", "Total latency")[0] != ""
+    dist.rank_picker().select_option("2")
+    expect(dist.part("comm-ops")).to_have_attribute("data-rank", "2")
+    assert shown() == calls_of(2)
+    assert dist.query()["rank"] == "2"
+    dist.page.reload()
+    dist.wait_drawn()
+    expect(dist.rank_picker()).to_have_value("2")
+    assert dist.page.errors == []
+
+
+def test_distributed_topology_lists_every_gpu(dist, api):
+    data = api(f"/api/distributed?{sel(DDP_RUN)}")
+    dist.open(sel(DDP_RUN)).wait_drawn()
+    processes = [p for n in data["topology"] for p in n["processes"]]
+    gpus = [g for p in processes for g in p["gpus"]]
+    assert len(gpus) == 4
+    expect(dist.part("topology").locator(css_testid("topology-process"))).to_have_count(4)
+    chips = dist.part("topology").locator(css_testid("topology-gpu"))
+    expect(chips).to_have_count(4)
+    assert sorted(chips.evaluate_all("(nodes) => nodes.map((n) => Number(n.dataset.device))")) == [0, 1, 2, 3]
+    for text in chips.all_inner_texts():
+        assert "NVIDIA H200" in text and "CC 9.0" in text
+    expect(dist.part("topology-meta")).to_contain_text("4 ranks · 1 node · 4 GPUs · world size 4 · nccl")
+    assert dist.page.errors == []
+
+
+def test_distributed_fsdp_notes_unequal_call_counts(dist, api):
+    data = api(f"/api/distributed?{sel(FSDP_RUN)}")
+    mismatches = data["stragglers"]["unaligned"]["count_mismatches"]
+    assert mismatches, "FSDP's ranks split their gathers differently over the steps"
+    dist.open(sel(FSDP_RUN)).wait_drawn()
+    note = dist.part("unaligned-note")
+    expect(note).to_be_visible()
+    items = note.locator("li")
+    alone = [c for c in data["stragglers"]["unaligned"]["calls"] if c["unaligned"]]
+    expect(items).to_have_count(len(mismatches) + (1 if alone else 0))
+    for m in mismatches:
+        counts = " and ".join(f"rank {c['rank']} {c['calls']}" for c in m["calls"])
+        expect(note).to_contain_text(f"{m['name']}: the ranks made different numbers of calls ({counts})")
+    # The view still draws everything else.
+    expect(dist.part("straggler-headline")).to_contain_text("Rank 1 (vm_840) arrives last")
+    expect(dist.part("overlap-chart").locator(".main-svg").first).to_be_attached()
+    # API warnings are shown.
+    expect(dist.part("warnings")).to_be_visible()
+    expect(dist.part("warnings").locator("li")).to_have_count(len(data["warnings"]))
+    assert dist.page.errors == []
+
+
+def test_distributed_worker_select_is_off_here_only(dist, page, server):
+    dist.open(f"run={DDP_RUN}&worker=vm_908&span=1").wait_drawn()
+    worker = dist.select("worker")
+    expect(worker).to_be_disabled()
+    expect(worker).to_have_attribute("title", "This view shows every worker")
+    expect(worker.locator("option")).to_have_text(["All workers"])
+    query = dist.query()
+    assert query.get("run") == DDP_RUN and query.get("span") == "1" and "worker" not in query
+    expect(dist.select("span")).to_be_enabled()
+
+    # Back to the Overview: the worker select works again and the worker the link named is kept.
+    dist.choose("view", "overview")
+    page.wait_for_url("**/overview?**")
+    overview = OverviewPage(page, server).wait_drawn()
+    expect(overview.select("worker")).to_be_enabled()
+    expect(overview.select("worker")).not_to_have_attribute("title", "This view shows every worker")
+    assert overview.query() == {"run": DDP_RUN, "worker": "vm_908", "span": "1"}
+
+    # From the Overview, the view select opens this view without a worker.
+    overview.choose("view", "distributed")
+    page.wait_for_url("**/distributed?**")
+    dist.wait_drawn()
+    assert dist.query() == {"run": DDP_RUN, "span": "1"}
+    assert page.errors == []
+
+
+def test_distributed_not_offered_for_one_worker(api, page, server):
+    run = next(r for r in api("/api/runs")["runs"] if r["name"] == ONE_WORKER_RUN)
+    assert len(run["workers"]) == 1 and "distributed" not in run["views"]
+    for name in (STRAGGLER_RUN, DDP_RUN, FSDP_RUN):
+        assert "distributed" in next(r for r in api("/api/runs")["runs"] if r["name"] == name)["views"]
+    overview = OverviewPage(page, server).open(f"run={ONE_WORKER_RUN}&worker=h100_worker0&span=1").wait_drawn()
+    expect(overview.select("view").locator('option[value="distributed"]')).to_have_count(0)
+    overview.choose("run", DDP_RUN)
+    expect(overview.select("view").locator('option[value="distributed"]')).to_have_count(1)
+    assert page.errors == []

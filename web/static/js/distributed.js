@@ -1,0 +1,327 @@
+/**
+ * The Distributed view: every worker of a run's span side by side. Stragglers first (who arrives
+ * last at the collectives, by how much, at which calls), then the topology, computation versus
+ * communication and data transfer versus waiting per rank (one step picker for both), each rank's
+ * communication ops and its step-time breakdown. Reads `/api/distributed` (no worker: all of them).
+ *
+ * Three layers: fetch (`fetchDistributed`), shape (pure functions in lib/distview.js) and draw
+ * (`mount` and the `draw*` helpers).
+ * @module distributed
+ */
+
+import { getJSON } from "./lib/api.js";
+import {
+  AVERAGE, OVERLAP_PARTS, WAIT_PARTS, assumedLines, comparisonChart, delayChart, gpuText, lateWindow, rankLabel,
+  rankRows, stackedRankChart, stepOptions, stragglerBasisText, stragglerHeadline, topologyMeta,
+  unalignedLines, valuesAt, worstOccurrences,
+} from "./lib/distview.js";
+import { byTestId, el, showWarnings } from "./lib/dom.js";
+import { formatBytes, formatCount, formatRatio, formatText, formatUs } from "./lib/format.js";
+import { draw, showEmpty } from "./lib/plot.js";
+import { buildTable } from "./lib/table.js";
+import { traceHref, updateQuery, viewHref } from "./lib/url.js";
+
+/**
+ * @typedef {import("./lib/distview.js").Distributed} Distributed
+ * @typedef {import("./lib/table.js").Column} Column
+ * @typedef {{run?: string, span?: string}} SpanSelection
+ */
+
+// ---------------------------------------------------------------- fetch
+
+/**
+ * @param {SpanSelection} selection
+ * @param {AbortSignal} [signal]
+ * @returns {Promise<Distributed>}
+ */
+export function fetchDistributed({ run, span }, signal) {
+  return getJSON("/api/distributed", { run, span }, signal);
+}
+
+// ---------------------------------------------------------------- draw helpers
+
+/** @param {string} key @param {string} label @param {string} [title] @returns {Column} */
+const timeColumn = (key, label, title) => ({ key, label, numeric: true, format: (v) => formatUs(v), title });
+/** @param {string} key @param {string} label @param {string} [title] @returns {Column} */
+const countColumn = (key, label, title) => ({ key, label, numeric: true, format: (v) => formatCount(v), title });
+/** @param {string} key @param {string} label @param {string} [title] @returns {Column} */
+const bytesColumn = (key, label, title) => ({ key, label, numeric: true, format: (v) => formatBytes(v), title });
+
+/** @param {HTMLElement} node @param {string} text */
+function emptyText(node, text) {
+  node.replaceChildren(el("p", { class: "empty", text }));
+}
+
+/**
+ * Draws a chart and records the unit its y values are in, so that a reader (or a test) can turn
+ * them back into microseconds.
+ * @param {HTMLElement} node
+ * @param {{traces: object[], layout: Record<string, any>, unit: string, divisor: number}} chart
+ */
+async function drawTimeChart(node, chart) {
+  node.dataset.unit = chart.unit;
+  node.dataset.divisor = String(chart.divisor);
+  await draw(node, chart.traces, chart.layout);
+}
+
+/** @param {Distributed} data @returns {(rank: number) => string|undefined} */
+function workerOfRank(data) {
+  const workers = new Map(data.ranks.map((r) => [r.rank, r.worker]));
+  return (rank) => workers.get(rank);
+}
+
+/**
+ * The Stragglers card: headline, delay-versus-step chart, per-rank table, worst occurrences and
+ * what could not be matched.
+ * @param {HTMLElement} root
+ * @param {Distributed} data
+ * @param {SpanSelection} selection
+ */
+async function drawStragglers(root, data, selection) {
+  const s = data.stragglers;
+  const headline = stragglerHeadline(s);
+  const line = byTestId(root, "straggler-headline");
+  line.textContent = headline.text;
+  line.dataset.tone = headline.tone;
+  line.dataset.ranks = headline.ranks.join(",");
+  byTestId(root, "straggler-basis").textContent = stragglerBasisText(s);
+  byTestId(root, "stragglers-meta").textContent = `${formatCount(s.ranks.length)} rank${s.ranks.length === 1 ? "" : "s"}, span ${data.span}`;
+  const worker = workerOfRank(data);
+
+  byTestId(root, "straggler-table").replaceChildren(buildTable({
+    caption: "Arrival at the collectives per rank",
+    testid: "rank-table",
+    rowClass: (row) => (row.straggler ? "row-selected dist-row-straggler" : ""),
+    columns: [
+      { key: "rank", label: "Rank", render: (row) => el("span", { class: "dist-rank" }, [
+        rankLabel(row.rank), row.straggler ? el("span", { class: "badge badge-high dist-badge", text: "straggler" }) : null,
+      ]) },
+      { key: "worker", label: "Worker", title: "Opens this worker's Overview",
+        render: (row) => el("a", { class: "action-link dist-worker-link", text: row.worker,
+          attrs: { href: viewHref("overview", { run: selection.run, worker: row.worker, span: selection.span }) } }) },
+      { key: "times_last", label: "Times last", numeric: true, title: "Collectives this rank entered last (ties count for each)",
+        format: (v, row) => `${formatCount(v)}${row.last_ratio === null || row.last_ratio === undefined ? "" : ` (${formatRatio(row.last_ratio, 0)})`}` },
+      timeColumn("median_delay_us", "Median delay", "How much later than the earliest rank it entered, median over the collectives"),
+      timeColumn("mean_delay_us", "Mean delay"),
+      timeColumn("max_delay_us", "Max delay"),
+      timeColumn("mean_step_us", "Mean step"),
+    ],
+    rows: rankRows(s),
+  }));
+
+  const worst = worstOccurrences(s.occurrences);
+  const occNode = byTestId(root, "occurrences");
+  if (!worst.length) emptyText(occNode, "No collective was matched across ranks.");
+  else {
+    occNode.replaceChildren(buildTable({
+      caption: "The collectives with the widest spread of arrivals",
+      testid: "occurrence-table",
+      columns: [
+        { key: "step", label: "Step", format: (v) => (v === "" ? "outside steps" : String(v)) },
+        { key: "name", label: "Collective", cellClass: "cell-mono" },
+        { key: "call", label: "Call", numeric: true, format: (v) => `#${v}`, title: "The k-th call of this collective in the step" },
+        timeColumn("spread_us", "Spread", "The last rank's delay behind the first"),
+        { key: "last_text", label: "Last" },
+        { key: "actions", label: "", sortable: false, cellClass: "cell-actions", render: (row) => {
+          const target = lateWindow(row);
+          const w = target ? worker(target.rank) : undefined;
+          if (!target || !w) return "";
+          return el("a", { class: "action-link", text: "Trace", testid: "trace-link",
+            title: `What ${rankLabel(target.rank).toLowerCase()} (${w}) did before it arrived: its call and as long again before it`,
+            attrs: { href: traceHref({ run: selection.run, worker: w, span: selection.span },
+              { start_us: target.start_us, end_us: target.end_us }) } });
+        } },
+      ],
+      rows: worst,
+    }));
+  }
+
+  const lines = unalignedLines(s.unaligned);
+  const note = byTestId(root, "unaligned-note");
+  if (!lines.length) {
+    note.hidden = true;
+    note.replaceChildren();
+  } else {
+    note.replaceChildren(
+      el("div", { class: "note-title", text: "Not every call could be matched across ranks" }),
+      el("ul", {}, lines.map((t) => el("li", { text: t }))),
+    );
+    note.hidden = false;
+  }
+
+  const chart = byTestId(root, "delay-chart");
+  if (!s.ranks.length || !s.collectives) {
+    showEmpty(chart, "No collective was matched across ranks, so there are no delays to chart.");
+    return;
+  }
+  const { traces, layout, delayAxis } = delayChart(s);
+  chart.dataset.unit = delayAxis.unit;
+  chart.dataset.divisor = String(delayAxis.divisor);
+  await draw(chart, traces, layout);
+}
+
+/** @param {HTMLElement} root @param {Distributed} data */
+function drawTopology(root, data) {
+  byTestId(root, "topology-meta").textContent = topologyMeta(data.ranks, data.topology);
+  const node = byTestId(root, "topology");
+  if (!data.topology.length) {
+    emptyText(node, "No process or GPU information in these traces.");
+    return;
+  }
+  node.replaceChildren(...data.topology.map((n) => el("div", { class: "dist-node", testid: "topology-node",
+    attrs: { "data-node": n.node } }, [
+    el("div", { class: "dist-node-title" }, [
+      el("span", { class: "dist-node-kicker", text: "Node" }),
+      el("span", { class: "dist-node-name", text: n.node }),
+      el("span", { class: "muted", text: ` · ${formatCount(n.processes.length)} process${n.processes.length === 1 ? "" : "es"}` }),
+    ]),
+    el("ul", { class: "dist-procs" }, n.processes.map((p) => el("li", { class: "dist-proc", testid: "topology-process",
+      attrs: { "data-rank": String(p.rank) } }, [
+      el("span", { class: "dist-proc-rank", text: rankLabel(p.rank) }),
+      el("span", { class: "dist-proc-worker", text: p.worker, title: "Worker" }),
+      el("span", { class: "muted", text: `pid ${formatText(p.process)}` }),
+      el("span", { class: "dist-gpus" }, p.gpus.length
+        ? p.gpus.map((g) => el("span", { class: "dist-gpu", testid: "topology-gpu", text: gpuText(g),
+          attrs: { "data-device": String(g.device) } }))
+        : [el("span", { class: "muted", text: "no GPU kernels" })]),
+    ]))),
+  ])));
+}
+
+/**
+ * The overlap and wait charts at the picked step.
+ * @param {HTMLElement} root
+ * @param {Distributed} data
+ * @param {string} step
+ */
+async function drawRankCharts(root, data, step) {
+  const overlap = byTestId(root, "overlap-chart");
+  const wait = byTestId(root, "wait-chart");
+  const jobs = [];
+  if (!data.overlap.length) showEmpty(overlap, "No ranks.");
+  else jobs.push(drawTimeChart(overlap, stackedRankChart(data.overlap, OVERLAP_PARTS, step, step === AVERAGE ? "Average step" : "Step")));
+  const communicates = data.wait.some((r) => {
+    const v = valuesAt(r, step);
+    return Boolean(v) && WAIT_PARTS.some((p) => v[p.key] > 0);
+  });
+  if (!communicates) {
+    showEmpty(wait, step === AVERAGE ? "No communication time in this span." : "No communication time in this step.");
+    delete wait.dataset.unit;
+  } else jobs.push(drawTimeChart(wait, stackedRankChart(data.wait, WAIT_PARTS, step, "Communication")));
+  overlap.dataset.step = step;
+  wait.dataset.step = step;
+  await Promise.all(jobs);
+}
+
+/**
+ * The step picker; changing it redraws both charts and keeps the step in the URL.
+ * @param {HTMLElement} root
+ * @param {Distributed} data
+ * @param {string|undefined} wanted the URL's `step`
+ * @returns {string} the step shown
+ */
+function setupStepPicker(root, data, wanted) {
+  const select = /** @type {HTMLSelectElement} */ (byTestId(root, "step-picker"));
+  const options = stepOptions(data.overlap, data.wait);
+  const step = options.some((o) => o.value === wanted) ? /** @type {string} */ (wanted) : AVERAGE;
+  select.replaceChildren(...options.map((o) => el("option", { text: o.label, attrs: { value: o.value } })));
+  select.value = step;
+  // Assigned, not added: a remount for a new selection replaces the handler.
+  select.onchange = () => {
+    updateQuery({ step: select.value === AVERAGE ? null : select.value });
+    drawRankCharts(root, data, select.value).catch((err) => console.error(err));
+  };
+  return step;
+}
+
+/**
+ * The communication ops table of one rank, with the rank picker above it.
+ * @param {HTMLElement} root
+ * @param {Distributed} data
+ * @param {string|undefined} wanted the URL's `rank`
+ */
+function drawCommOps(root, data, wanted) {
+  const select = /** @type {HTMLSelectElement} */ (byTestId(root, "rank-picker"));
+  const node = byTestId(root, "comm-ops");
+  const ranks = data.comm_ops;
+  if (!ranks.length) {
+    select.replaceChildren();
+    select.disabled = true;
+    emptyText(node, "No ranks.");
+    return;
+  }
+  select.disabled = false;
+  select.replaceChildren(...ranks.map((r) => el("option", { text: `${rankLabel(r.rank)} (${r.worker})`,
+    attrs: { value: String(r.rank) } })));
+  const current = ranks.find((r) => String(r.rank) === wanted) || ranks[0];
+  select.value = String(current.rank);
+
+  /** @param {import("./lib/distview.js").RankCommOps} entry */
+  const show = (entry) => {
+    node.dataset.rank = String(entry.rank);
+    if (!entry.rows.length) {
+      emptyText(node, `${rankLabel(entry.rank)} made no collective calls in this span.`);
+      return;
+    }
+    node.replaceChildren(buildTable({
+      caption: `Communication operations of ${rankLabel(entry.rank).toLowerCase()}`,
+      testid: "comm-ops-table",
+      sort: { key: "total_latency_us", desc: true },
+      columns: [
+        { key: "name", label: "Name", cellClass: "cell-name cell-mono" },
+        countColumn("calls", "Calls"),
+        bytesColumn("total_bytes", "Total size", "Input tensors' size, summed over the calls"),
+        bytesColumn("avg_bytes", "Avg size"),
+        timeColumn("total_latency_us", "Total latency", "GPU kernel time of the calls (a gloo call: its host time)"),
+        timeColumn("avg_latency_us", "Avg latency"),
+        timeColumn("total_transfer_us", "Total data transfer", "The shortest time any rank spent in each matched call, summed"),
+        timeColumn("avg_transfer_us", "Avg data transfer"),
+      ],
+      rows: entry.rows,
+    }));
+  };
+  show(current);
+  select.onchange = () => {
+    const entry = ranks.find((r) => String(r.rank) === select.value) || ranks[0];
+    updateQuery({ rank: String(entry.rank) });
+    show(entry);
+  };
+}
+
+/** @param {HTMLElement} root @param {Distributed} data */
+async function drawComparison(root, data) {
+  const chart = byTestId(root, "comparison-chart");
+  const steps = data.comparison.map((r) => r.steps);
+  byTestId(root, "comparison-meta").textContent = steps.length
+    ? `average over ${[...new Set(steps)].map((n) => formatCount(n)).join(" / ")} step${steps.every((n) => n === 1) ? "" : "s"} per rank`
+    : "";
+  if (!data.comparison.some((r) => (r.average || {}).total_us > 0)) {
+    showEmpty(chart, "No step time to compare.");
+    return;
+  }
+  await drawTimeChart(chart, comparisonChart(data.comparison));
+}
+
+// ---------------------------------------------------------------- mount
+
+/**
+ * Fetches and draws the Distributed view of one span of every worker of a run.
+ * @param {HTMLElement} root the `[data-view="distributed"]` section
+ * @param {SpanSelection & {step?: string, rank?: string}} params
+ * @param {{signal?: AbortSignal}} [context]
+ */
+export async function mount(root, params, { signal } = {}) {
+  const data = await fetchDistributed(params, signal);
+  if (signal && signal.aborted) return;
+  // The server's span (its default when the URL names none) is what the links below must carry.
+  const selection = { run: params.run, span: data.span };
+  showWarnings(byTestId(root, "warnings"), [...(data.warnings || []), ...assumedLines(data.ranks, data.topology)]);
+  drawTopology(root, data);
+  drawCommOps(root, data, params.rank);
+  const step = setupStepPicker(root, data, params.step);
+  await Promise.all([
+    drawStragglers(root, data, selection),
+    drawRankCharts(root, data, step),
+    drawComparison(root, data),
+  ]);
+}
