@@ -123,7 +123,9 @@ def test_distributed_headline_names_rank_1(dist, api, shots, run, worker):
     assert urlparse(href).path == "/trace"
     assert (query["run"], query["worker"], query["span"]) == (run, last_worker, "1")
     arrival = next(a for a in occurrences[0]["arrivals"] if a["rank"] == occurrences[0]["last_ranks"][0])
-    assert float(query["start_us"]) < arrival["start_us"] and float(query["end_us"]) == pytest.approx(arrival["end_us"], abs=1e-3)
+    # The window holds the late call and, before it, the time the others waited.
+    assert float(query["start_us"]) <= arrival["start_us"] - occurrences[0]["spread_us"]
+    assert arrival["end_us"] < float(query["end_us"]) < arrival["end_us"] + occurrences[0]["spread_us"]
 
     expect(dist.part("unaligned-note")).to_be_hidden()
     dist.screenshot(shots, f"distributed_{run}", full=True)

@@ -82,9 +82,9 @@ def test_worst_occurrences_widest_first_with_call_numbers(dv):
 def test_late_window_shows_the_late_rank_before_its_call(dv):
     arrivals = [{"rank": 0, "arrival_us": 10.0, "start_us": 1000.0, "end_us": 2000.0, "delay_us": 0.0},
                 {"rank": 1, "arrival_us": 900.0, "start_us": 1900.0, "end_us": 2000.5, "delay_us": 900.0}]
-    # rank 1 entered 900 us late: open [1900 - 900, 2000.5] on its clock
+    # rank 1 entered 900 us late: [1900 - 900, 2000.5] on its clock, padded by 1000.5 / 20 = 50.025 each side
     assert dv(f"dv.lateWindow({js(occurrence('1', 0, 900.0, [1], arrivals))})") == \
-        {"rank": 1, "start_us": 1000.0, "end_us": 2000.5}
+        {"rank": 1, "start_us": 949.975, "end_us": 2050.525}
     assert dv(f"dv.lateWindow({js(occurrence('1', 0, 0.5, [], arrivals))})") is None
     assert dv(f"dv.lateWindow({js(occurrence('1', 0, 900.0, [1], [{'rank': 1, 'arrival_us': 1, 'delay_us': 9}]))})") is None
 

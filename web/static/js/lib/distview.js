@@ -221,7 +221,8 @@ export function worstOccurrences(occurrences, count = WORST_COUNT) {
 
 /**
  * Where the Trace view should open to show what the last rank did while the others waited: its
- * call and, before it, as long again as the spread.
+ * call and, before it, as long again as the spread; a twentieth of that on each side, so that the
+ * call does not sit on the edge.
  * @param {Occurrence} occurrence
  * @returns {{rank: number, start_us: number, end_us: number}|null}
  */
@@ -230,7 +231,9 @@ export function lateWindow(occurrence) {
   const arrival = (occurrence.arrivals || []).find((a) => a.rank === rank);
   if (rank === undefined || !arrival || !isNumber(arrival.start_us) || !isNumber(arrival.end_us)) return null;
   const round = (/** @type {number} */ v) => Math.round(v * 1000) / 1000;
-  return { rank, start_us: round(arrival.start_us - Math.max(0, occurrence.spread_us || 0)), end_us: round(arrival.end_us) };
+  const start = arrival.start_us - Math.max(0, occurrence.spread_us || 0);
+  const pad = (arrival.end_us - start) / 20;
+  return { rank, start_us: round(start - pad), end_us: round(arrival.end_us + pad) };
 }
 
 /** @param {string} step */
