@@ -173,6 +173,8 @@ export function delayChart(s) {
       type: "bar", name: "Mean step time", x, offsetgroup: "step", yaxis: "y2",
       y: rows.map((r) => (isNumber(r.mean_step_us) ? r.mean_step_us / stepAxis.divisor : null)),
       marker: { color: STEP_COLOR, line: { width: 0 } },
+      // White text on the pale bar colour would be unreadable.
+      hoverlabel: { bgcolor: "#fff", font: { color: "#3c4043" } },
       customdata: rows.map((r) => `${rankLabel(r.rank)} (${r.worker})<br>mean step ${formatUs(r.mean_step_us)}`),
       hovertemplate: "%{customdata}<extra></extra>",
     },
@@ -215,7 +217,7 @@ export function worstOccurrences(occurrences, count = WORST_COUNT) {
     .map(({ o }) => ({
       ...o,
       call: o.index + 1,
-      last_text: o.last_ranks.length ? o.last_ranks.map(rankLabel).join(", ") : "tie",
+      last_text: (o.last_ranks || []).length ? o.last_ranks.map(rankLabel).join(", ") : "tie",
     }));
 }
 
@@ -227,7 +229,7 @@ export function worstOccurrences(occurrences, count = WORST_COUNT) {
  * @returns {{rank: number, start_us: number, end_us: number}|null}
  */
 export function lateWindow(occurrence) {
-  const rank = occurrence.last_ranks[0];
+  const rank = (occurrence.last_ranks || [])[0];
   const arrival = (occurrence.arrivals || []).find((a) => a.rank === rank);
   if (rank === undefined || !arrival || !isNumber(arrival.start_us) || !isNumber(arrival.end_us)) return null;
   const round = (/** @type {number} */ v) => Math.round(v * 1000) / 1000;
