@@ -216,6 +216,12 @@ def test_distributed_topology_lists_every_gpu(dist, api):
     for text in chips.all_inner_texts():
         assert "NVIDIA H200" in text and "CC 9.0" in text
     expect(dist.part("topology-meta")).to_contain_text("4 ranks · 1 node · 4 GPUs · world size 4 · nccl")
+    # The process groups from distributedInfo; with one group, the occurrences need no group column.
+    groups = dist.part("process-groups").locator(css_testid("process-group"))
+    expect(groups).to_have_count(len(data["groups"]))
+    g = data["groups"][0]
+    expect(groups.first).to_have_text(f"{g['name']} ({g['description']}): 4 ranks (0, 1, 2, 3)")
+    assert "Group" not in dist.part("occurrence-table").locator("thead th").all_inner_texts()
     assert dist.page.errors == []
 
 

@@ -186,3 +186,23 @@ def test_topology_text_meta_and_assumptions(dv):
 def test_join_words(dv):
     assert dv('[dv.joinWords([]), dv.joinWords(["a"]), dv.joinWords(["a", "b"]), dv.joinWords(["a", "b", "c"])]') == \
         ["", "a", "a and b", "a, b and c"]
+
+
+GROUPS = [{"name": "0", "description": "default_pg", "size": 4, "ranks": [0, 1, 2, 3]},
+          {"name": "1", "description": None, "size": 2, "ranks": [0, 1]}]
+
+
+def test_process_groups_are_named_only_when_several_are_in_play(dv):
+    assert dv(f"dv.groupLines({js(GROUPS)})") == ["0 (default_pg): 4 ranks (0, 1, 2, 3)", "1: 2 ranks (0, 1)"]
+    assert dv(f'[dv.groupLabel("0", {js(GROUPS)}), dv.groupLabel("", {js(GROUPS)}), dv.groupLabel("7")]') == \
+        ["0 (default_pg)", "unnamed group", "7"]
+    one = [{"group": "0"}, {"group": "0"}]
+    assert dv(f"dv.manyGroups({js(one)}, {js(GROUPS[:1])})") is False
+    assert dv(f"dv.manyGroups({js(one)}, {js(GROUPS)})") is True
+    assert dv(f'dv.manyGroups({js([{"group": "0"}, {"group": ""}])})') is True
+    mismatch = {"calls": [], "count_mismatches": [
+        {"step": "4", "group": "1", "name": "nccl:all_gather", "calls": [{"rank": 0, "calls": 2}, {"rank": 1, "calls": 1}]}]}
+    assert dv(f"dv.unalignedLines({js(mismatch)}, {js(GROUPS)})") == [
+        "Step 4, group 1, nccl:all_gather: the ranks made different numbers of calls (rank 0 2 and rank 1 1); "
+        "the first ones were matched."]
+    assert dv(f"dv.unalignedLines({js(mismatch)}, {js(GROUPS[1:])})")[0].startswith("Step 4, nccl:all_gather:")

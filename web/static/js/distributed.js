@@ -11,7 +11,8 @@
 
 import { getJSON } from "./lib/api.js";
 import {
-  AVERAGE, OVERLAP_PARTS, WAIT_PARTS, assumedLines, comparisonChart, delayChart, gpuText, lateWindow, rankLabel,
+  AVERAGE, OVERLAP_PARTS, WAIT_PARTS, assumedLines, comparisonChart, delayChart, gpuText, groupLabel, groupLines,
+  lateWindow, manyGroups, rankLabel,
   rankRows, stackedRankChart, stepOptions, stragglerBasisText, stragglerHeadline, topologyMeta,
   unalignedLines, valuesAt, worstOccurrences,
 } from "./lib/distview.js";
@@ -110,14 +111,18 @@ async function drawStragglers(root, data, selection) {
   }));
 
   const worst = worstOccurrences(s.occurrences);
+  const groups = data.groups || [];
   const occNode = byTestId(root, "occurrences");
   if (!worst.length) emptyText(occNode, "No collective was matched across ranks.");
   else {
     occNode.replaceChildren(buildTable({
       caption: "The collectives with the widest spread of arrivals",
       testid: "occurrence-table",
-      columns: [
+      columns: /** @type {Column[]} */ ([
         { key: "step", label: "Step", format: (v) => (v === "" ? "outside steps" : String(v)) },
+        manyGroups(s.occurrences, groups)
+          ? { key: "group", label: "Group", format: (v) => groupLabel(v, groups), title: "The process group of the collective" }
+          : null,
         { key: "name", label: "Collective", cellClass: "cell-mono" },
         { key: "call", label: "Call", numeric: true, format: (v) => `#${v}`, title: "The k-th call of this collective in the step" },
         timeColumn("spread_us", "Spread", "The last rank's delay behind the first"),
@@ -131,12 +136,12 @@ async function drawStragglers(root, data, selection) {
             attrs: { href: traceHref({ run: selection.run, worker: w, span: selection.span },
               { start_us: target.start_us, end_us: target.end_us }) } });
         } },
-      ],
+      ].filter((c) => c !== null)),
       rows: worst,
     }));
   }
 
-  const lines = unalignedLines(s.unaligned);
+  const lines = unalignedLines(s.unaligned, groups);
   const note = byTestId(root, "unaligned-note");
   if (!lines.length) {
     note.hidden = true;
@@ -163,6 +168,13 @@ async function drawStragglers(root, data, selection) {
 /** @param {HTMLElement} root @param {Distributed} data */
 function drawTopology(root, data) {
   byTestId(root, "topology-meta").textContent = topologyMeta(data.ranks, data.topology);
+  const groups = byTestId(root, "process-groups");
+  const lines = groupLines(data.groups || []);
+  groups.hidden = !lines.length;
+  groups.replaceChildren(...(lines.length ? [
+    el("span", { class: "dist-node-kicker", text: lines.length === 1 ? "Process group" : "Process groups" }),
+    ...lines.map((t) => el("span", { class: "dist-group", testid: "process-group", text: t })),
+  ] : []));
   const node = byTestId(root, "topology");
   if (!data.topology.length) {
     emptyText(node, "No process or GPU information in these traces.");

@@ -27,14 +27,16 @@ import { layout } from "./plot.js";
  *            median_delay_us: number|null, mean_delay_us: number|null, max_delay_us: number|null,
  *            mean_step_us: number|null}} StragglerRow
  * @typedef {{rank: number, arrival_us: number, start_us?: number, end_us?: number, delay_us: number}} Arrival
- * @typedef {{step: string, name: string, index: number, basis: string, spread_us: number, last_ranks: number[],
- *            arrivals: Arrival[]}} Occurrence
+ * @typedef {{step: string, group?: string, name: string, index: number, basis: string, spread_us: number,
+ *            last_ranks: number[], arrivals: Arrival[]}} Occurrence
  * @typedef {{calls: {rank: number, unaligned: number}[],
- *            count_mismatches: {step: string, name: string, calls: {rank: number, calls: number}[]}[]}} Unaligned
+ *            count_mismatches: {step: string, group?: string, name: string, calls: {rank: number, calls: number}[]}[]}} Unaligned
+ * @typedef {{name: string, description: string|null, size: number|null, ranks: number[]|null}} ProcessGroup
  * @typedef {{collectives: number, decided: number, basis: Record<string, number>, ranks: StragglerRow[],
  *            stragglers: StragglerRow[], occurrences: Occurrence[], unaligned: Unaligned}} Stragglers
  * @typedef {{rank: number, worker: string, steps: number, average: Record<string, number>}} RankComparison
- * @typedef {{span: string, ranks: RankInfo[], topology: TopoNode[], overlap: RankOverlap[], wait: RankWait[],
+ * @typedef {{span: string, ranks: RankInfo[], topology: TopoNode[], groups?: ProcessGroup[], overlap: RankOverlap[],
+ *            wait: RankWait[],
  *            comm_ops: RankCommOps[], stragglers: Stragglers, comparison: RankComparison[],
  *            warnings: string[]}} Distributed
  * @typedef {{key: string, label: string, color: string, title?: string}} Part
@@ -238,6 +240,40 @@ export function lateWindow(occurrence) {
   return { rank, start_us: round(start - pad), end_us: round(arrival.end_us + pad) };
 }
 
+/**
+ * A process group as people know it: "0 (default_pg)"; "unnamed group" when the trace does not say.
+ * @param {string|undefined} name
+ * @param {ProcessGroup[]} [groups] the run's groups, for their descriptions
+ */
+export function groupLabel(name, groups = []) {
+  if (name === undefined || name === null || name === "") return "unnamed group";
+  const group = (groups || []).find((g) => g.name === name);
+  return group && group.description ? `${name} (${group.description})` : String(name);
+}
+
+/**
+ * Whether calls of more than one process group are in play, so that tables and notes must say which.
+ * @param {{group?: string}[]} items occurrences or count mismatches
+ * @param {ProcessGroup[]} [groups]
+ */
+export function manyGroups(items, groups = []) {
+  const names = new Set([...(items || []).map((i) => i.group ?? ""), ...(groups || []).map((g) => g.name)]);
+  return names.size > 1;
+}
+
+/**
+ * The run's process groups, one line each: "0 (default_pg): 4 ranks, 0, 1, 2, 3".
+ * @param {ProcessGroup[]} groups
+ * @returns {string[]}
+ */
+export function groupLines(groups) {
+  return (groups || []).map((g) => {
+    const ranks = Array.isArray(g.ranks) ? g.ranks : [];
+    const size = isNumber(g.size) ? g.size : ranks.length;
+    return `${groupLabel(g.name, groups)}: ${counted(size, "rank")}${ranks.length ? ` (${ranks.join(", ")})` : ""}`;
+  });
+}
+
 /** @param {string} step */
 export function stepText(step) {
   return step === "" || step === null || step === undefined ? "outside steps" : `step ${step}`;
@@ -245,10 +281,12 @@ export function stepText(step) {
 
 /**
  * Sentences about the calls that could not be matched across ranks; empty when every call was matched.
+ * Each names its process group when more than one is in play.
  * @param {Unaligned} unaligned
+ * @param {ProcessGroup[]} [groups]
  * @returns {string[]}
  */
-export function unalignedLines(unaligned) {
+export function unalignedLines(unaligned, groups = []) {
   if (!unaligned) return [];
   const lines = [];
   const alone = (unaligned.calls || []).filter((c) => c.unaligned > 0);
@@ -256,9 +294,10 @@ export function unalignedLines(unaligned) {
     lines.push(`Calls no other rank made at the same place: ${alone.map((c) => `${rankLabel(c.rank)} ${formatCount(c.unaligned)}`).join(", ")}. `
       + "They count in the ops table but not in transfer, waiting or arrivals.");
   }
+  const named = manyGroups(unaligned.count_mismatches, groups);
   for (const m of unaligned.count_mismatches || []) {
     const counts = joinWords(m.calls.map((c) => `${rankLabel(c.rank).toLowerCase()} ${formatCount(c.calls)}`));
-    const where = stepText(m.step);
+    const where = stepText(m.step) + (named ? `, group ${groupLabel(m.group, groups)}` : "");
     lines.push(`${where[0].toUpperCase()}${where.slice(1)}, ${m.name}: the ranks made different numbers of calls (${counts}); `
       + "the first ones were matched.");
   }
