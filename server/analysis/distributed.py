@@ -23,7 +23,8 @@ are then combined (`combine`). Steps are found per worker as in the Overview.
    else "nccl:" and the kernel's collective (`AllReduce` -> `nccl:all_reduce`). Size: the
    `nccl:*` op's input tensors (elements x element size, summed over inputs, as the
    reference). Latency: the call's GPU kernel time (a gloo call: its host time). The call
-   belongs to the step its host op starts in, and to the process group its
+   belongs to the step its host op starts in (a gloo call, which runs on a worker thread
+   when its queue reaches it: the step it ends in), and to the process group its
    `record_param_comms` names ("" when the trace does not say, as in PyTorch 1.x). The run's
    process groups (name, description, ranks) come from the workers' `distributedInfo`.
    `record_param_comms` ops that launched nothing (`wait`) are not calls.
@@ -296,7 +297,8 @@ def _call_frame(events: pd.DataFrame, roots: np.ndarray, op_row: np.ndarray, ker
                                       texts_at(events["input_type"], op_row[has_op]))
     group = texts_at(events["process_group"], roots)
     return pd.DataFrame({
-        "name": name, "group": np.where(pd.isna(group), "", group).astype(object), "cpu_ts": ts[roots], "cpu_end": end[roots], "gpu_ts": gpu_ts, "gpu_end": gpu_end,
+        "name": name, "group": np.where(pd.isna(group), "", group).astype(object), "on_host": gloo,
+        "cpu_ts": ts[roots], "cpu_end": end[roots], "gpu_ts": gpu_ts, "gpu_end": gpu_end,
         "busy_us": busy, "kernels": kern["kernels"].to_numpy(), "bytes": nbytes,
     }).sort_values("cpu_ts", kind="stable", ignore_index=True)
 
@@ -348,10 +350,14 @@ def _bytes_of(dims_text: Any, types_text: Any) -> float:
 
 
 def _place_in_steps(calls: pd.DataFrame, steps: Steps) -> pd.DataFrame:
-    """Step of each call (the one its host op starts in), its k-th place among same-named calls
-    of that step in its process group, and its arrivals from the step's start."""
+    """Step of each call (the one its host op starts in; a host collective's: the one it ends in),
+    its k-th place among same-named calls of that step in its process group, and its arrivals
+    from the step's start."""
     cpu_ts = calls["cpu_ts"].to_numpy()
-    idx = step_of(steps, cpu_ts)
+    # A host collective (gloo) runs on a worker thread whenever its queue gets to it, maybe in a
+    # later step than the one that asked for it; it ends when every rank has joined, so its end
+    # says which step it completes on each rank.
+    idx = step_of(steps, np.where(calls["on_host"].to_numpy(dtype=bool), calls["cpu_end"].to_numpy(), cpu_ts))
     inside = idx >= 0
     names = np.array(steps.names, dtype=object)
     start = np.where(inside, steps.starts[np.maximum(idx, 0)], np.nan)
@@ -450,7 +456,7 @@ def summarize_worker(name: str, tables: TraceTables) -> WorkerSummary:
         comparison=step_comparison(step_breakdown(events, steps)),
         mean_step_us=float(step_us.mean()) if len(step_us) else None,
         groups=process_groups(tables),
-        warnings=[f"{name}: {w}" for w in steps.warnings + warnings])
+        warnings=steps.warnings + warnings)
 
 
 def combine(summaries: list[WorkerSummary]) -> dict[str, Any]:
@@ -476,8 +482,17 @@ def combine(summaries: list[WorkerSummary]) -> dict[str, Any]:
         "comm_ops": [per_rank(s, rows=comm_ops(calls_of.get(s.identity["rank"], empty))) for s in by_rank],
         "stragglers": stragglers(aligned, ranks, {s.identity["rank"]: s.mean_step_us for s in by_rank}),
         "comparison": [per_rank(s, **s.comparison) for s in by_rank],
-        "warnings": warnings + [w for s in by_rank for w in s.warnings],
+        "warnings": warnings + _worker_warnings(by_rank),
     }
+
+
+def _worker_warnings(summaries: list[WorkerSummary]) -> list[str]:
+    """Each worker's warnings prefixed with its name; one line for a warning several share."""
+    workers: dict[str, list[str]] = {}
+    for s in summaries:
+        for text in s.warnings:
+            workers.setdefault(text, []).append(s.identity["worker"])
+    return [f"{', '.join(names)}: {text}" for text, names in workers.items()]
 
 
 def distributed(workers: dict[str, TraceTables]) -> dict[str, Any]:

@@ -14,7 +14,7 @@
    less in it: delay = the longest time among the ranks minus the rank's own. This needs no
    shared clock (hosts' clocks differ by more than a collective lasts) and no agreement on
    where steps start. Times are GPU kernel times; a gloo call's host time. The rank(s) whose
-   delay is within TIE_US of the largest, when ranks differ by more than TIE_US, count one
+   delay is within 1 us (TIE_US) of the largest, when ranks differ by more than that, count one
    "last" each; the rank(s) last most often are named stragglers, with their median, mean
    and largest delay over the aligned collectives. For reading, each occurrence also lists
    when each rank entered it, from the start of its own step (GPU kernel start, else the

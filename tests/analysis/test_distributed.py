@@ -159,6 +159,25 @@ def test_gloo_call_is_its_host_range():
     assert calls[["name", "busy_us", "gpu_ts", "gpu_end"]].values.tolist() == [["gloo:all_reduce", 40.0, 10.0, 50.0]]
 
 
+def test_gloo_calls_belong_to_the_step_they_end_in():
+    # gloo runs collectives on a worker thread when its queue reaches them. Rank 0's all-reduce
+    # starts at 900, in step 1, and waits for rank 1's, which starts at 1050 in step 2; both end
+    # at 1100. Placed by their ends they are the same call, and rank 1 came 150 us late.
+    ranks = {}
+    for rank, start in ((0, 900), (1, 1050)):
+        t = Trace(pid=100 + rank)
+        t.distributed(rank, 2)
+        t.step(1, 0, 1000)
+        t.step(2, 1000, 1000)
+        t.op("gloo:all_reduce", start, 1100 - start, input_dims=[[4]], tid=7)
+        ranks[f"worker{rank}"] = parse(t.build())
+    s = distributed(ranks)["stragglers"]
+    assert s["collectives"] == 1 and s["unaligned"]["count_mismatches"] == []
+    (occurrence,) = s["occurrences"]
+    assert occurrence["step"] == "2" and occurrence["basis"] == "cpu" and occurrence["last_ranks"] == [1]
+    assert [a["delay_us"] for a in occurrence["arrivals"]] == [0.0, 150.0]
+
+
 # --- transfer and waiting, comm ops ----------------------------------------------------------
 
 def test_transfer_is_the_shortest_rank_and_the_rest_is_waiting():
