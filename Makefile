@@ -10,6 +10,14 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[test]'
 	touch $@
 
+# The collectors' tests run workloads on the CPU. Pinned: this version's CPU build is what the
+# project's machines hold (an unpinned torch would pull a CUDA build of several GB).
+TORCH ?= torch==2.13.0
+$(VENV)/.collect: $(VENV)/.installed
+	$(VENV)/bin/pip install -q '$(TORCH)'
+	$(VENV)/bin/pip install -q -e '.[test,collect]'
+	touch $@
+
 .PHONY: demo test chromium
 demo: $(VENV)/.installed
 	$(VENV)/bin/profboard --logdir examples/logdir --port $(PORT)
@@ -18,5 +26,5 @@ demo: $(VENV)/.installed
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q chromium; }
 
-test: $(VENV)/.installed chromium
+test: $(VENV)/.collect chromium
 	$(VENV)/bin/pytest -q

@@ -137,10 +137,24 @@ def summary(argv: list[str]) -> int:
     return 0
 
 
+def collect(argv: list[str]) -> int:
+    """`profboard collect`: the collectors need PyTorch, which the dashboard never imports."""
+    try:
+        from profboard.collectors.cli import main as collect_main
+    except ModuleNotFoundError as err:
+        if err.name != "torch":
+            raise
+        print("profboard collect needs PyTorch: pip install 'profboard[collect]'", file=sys.stderr)
+        return 2
+    return collect_main(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "summary":
         return summary(argv[1:])
+    if argv and argv[0] == "collect":
+        return collect(argv[1:])
     if argv and argv[0] == "serve":
         argv = argv[1:]
     return serve(argv)

@@ -1,0 +1,69 @@
+"""`profboard collect` on the CPU, as CI runs it: the workloads write runs that the real server
+loads, with what each workload is about visible in its views (the slow loss's host reads, the
+slowed rank named as the straggler)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="the collectors need PyTorch (pip install -e '.[collect]')")
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def collect(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, "-m", "profboard.server.cli", "collect", *args],
+                            capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory, start_server):
+    logdir = tmp_path_factory.mktemp("collected")
+    collect("loss_sync", "--logdir", str(logdir), "--device", "cpu")
+    collect("loss_sync", "--fixed", "--logdir", str(logdir), "--device", "cpu", "--repeat", "2")
+    # six steps: CPU timings are noisy, the slowed rank must be last at most of them
+    collect("ddp", "--logdir", str(logdir), "--device", "cpu", "--straggler", "1", "--nproc", "2", "--steps", "6")
+    runs = ["loss_sync_before", "loss_sync_after", "ddp_straggler_rank1"]
+    return start_server(logdir, tmp_path_factory.mktemp("collected_server"), expect=runs, timeout=120)
+
+
+def test_list_names_every_workload():
+    out = collect("--list").stdout
+    assert [line.split()[0] for line in out.splitlines()] == ["resnet50", "loss_sync", "compile", "transformer", "ddp"]
+
+
+def test_loss_sync_runs_load_with_their_steps(collected):
+    runs = collected.runs()
+    assert runs["loss_sync_before"]["spans"] == {runs["loss_sync_before"]["workers"][0]: ["1"]}
+    assert list(runs["loss_sync_after"]["spans"].values()) == [["1", "2"]]      # --repeat 2: two spans
+    for run in ("loss_sync_before", "loss_sync_after"):
+        overview = collected.get("/api/overview", {"run": run}).json()
+        assert len(overview["steps"]) == 3 and overview["warnings"] == []
+
+
+def test_the_slow_loss_reads_the_gpu_and_the_fixed_one_does_not(collected):
+    def ops(run: str) -> set[str]:
+        return {r["name"] for r in collected.get("/api/operators", {"run": run}).json()["rows"]}
+    before, after = ops("loss_sync_before"), ops("loss_sync_after")
+    assert {"aten::linspace", "aten::is_nonzero"} <= before      # weights built per step, a branch on the loss
+    assert "aten::cross_entropy_loss" in after and not {"aten::linspace", "aten::is_nonzero"} & after
+    # the workload's `marked("loss")` annotation is on the timeline
+    search = collected.get("/api/trace/search", {"run": "loss_sync_before", "q": "loss", "regex": "false"}).json()
+    assert any(m["name"] == "loss" for m in search["matches"])
+
+
+def test_ddp_on_the_cpu_names_the_slowed_rank(collected):
+    run = "ddp_straggler_rank1"
+    assert collected.runs()[run]["workers"] == ["rank0", "rank1"]
+    view = collected.get("/api/distributed", {"run": run}).json()
+    assert [(r["rank"], r["backend"]) for r in view["ranks"]] == [(0, "gloo"), (1, "gloo")]
+    assert [r["rank"] for r in view["stragglers"]["stragglers"]] == [1]
+    assert {row["name"] for r in view["comm_ops"] for row in r["rows"]} == {"gloo:all_reduce"}
+    found = collected.get("/api/recommendations", {"run": run, "worker": "rank0"}).json()["recommendations"]
+    assert [f["numbers"]["straggler_ranks"] for f in found if f["id"] == "straggler"] == [[1]]
