@@ -61,6 +61,9 @@ def _serve_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=6006, help="port (default: 6006)")
     parser.add_argument("--bind_all", action="store_true", help="bind all interfaces (0.0.0.0), e.g. inside Docker")
+    parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", dest="storage_options",
+                        help="option for the remote logdir's fsspec filesystem, e.g. endpoint_url=http://minio:9000 "
+                             "(repeatable; JSON values allowed; secrets go in environment variables)")
     parser.add_argument("--version", action="version", version=f"profboard {__version__}")
     _add_common(parser)
     return parser
@@ -86,14 +89,21 @@ def serve(argv: list[str]) -> int:
             print("profboard: pass --logdir (no bundled demo logdir in this installation)", file=sys.stderr)
             return 2
         logdir = str(_DEMO_LOGDIR)
+    from .logdir import apply_storage_options, display_url
+
+    try:
+        apply_storage_options(logdir, args.storage_options)
+    except ValueError as exc:
+        print(f"profboard: {exc}", file=sys.stderr)
+        return 2
     import uvicorn
 
     from .app import create_app
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     host = "0.0.0.0" if args.bind_all else args.host
-    print(f"profboard {__version__}: serving {logdir} at http://{'localhost' if host == '0.0.0.0' else host}:{args.port}/",
-          file=sys.stderr)
+    print(f"profboard {__version__}: serving {display_url(logdir)} at "
+          f"http://{'localhost' if host == '0.0.0.0' else host}:{args.port}/", file=sys.stderr)
     uvicorn.run(create_app(_settings(args, logdir)), host=host, port=args.port, log_level="warning")
     return 0
 

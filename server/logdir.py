@@ -9,16 +9,24 @@
   (the reference plugin sorted them as strings, so span 10 came before span 9).
 - CUDA allocator snapshots (`*.pickle`, `*.pickle.gz`, `*snapshot*.pkl`) in a folder belong to
   that folder's run; a folder holding only snapshots is a run too.
+- Remote stores (s3://, gs://, az://, hdfs://, through the matching fsspec package) are listed
+  afresh on every discovery: fsspec keeps listings in a cache that would hide new files.
+  Credentials and endpoints come from the store's own environment variables (AWS_*, ...),
+  fsspec's `FSSPEC_<PROTOCOL>_<OPTION>` variables, or `apply_storage_options`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import re
+import zlib
 from dataclasses import dataclass
+from datetime import datetime
 
 import fsspec
+import fsspec.config
 from fsspec.implementations.local import LocalFileSystem
 
 _TRACE_FILE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<stamp>\d+))?\.pt\.trace\.json(?:\.gz)?$")
@@ -80,7 +88,12 @@ def _mtime(info: dict) -> float:
         try:
             return float(value)
         except (TypeError, ValueError):
-            return hash(str(value)) & 0xFFFFFFFF
+            pass
+        try:  # GCS gives ISO 8601 text
+            return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            # Stable across processes and restarts (hash() is salted): it is part of the cache key.
+            return float(zlib.crc32(str(value).encode()))
     return 0.0
 
 
@@ -102,11 +115,55 @@ def _local_files(root: str):
             yield path, st.st_size, st.st_mtime
 
 
-def _remote_files(fs, root: str):
-    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    for path, info in fs.find(root, detail=True).items():
-        if info.get("type", "file") == "file":
-            yield fs.unstrip_protocol(path) if protocol not in ("file", "local") else path, int(info.get("size") or 0), _mtime(info)
+def _remote_files(fs, root: str, logdir: str) -> list[tuple[str, int, float]]:
+    """(URL, size, mtime) of every object under `root`; a missing bucket or prefix is an error."""
+    # Listings are cached per filesystem instance (and fsspec reuses instances): drop them so
+    # that files written since the last scan are seen.
+    fs.invalidate_cache()
+    found = fs.find(root, detail=True)
+    files = [(fs.unstrip_protocol(path), int(info.get("size") or 0), _mtime(info))
+             for path, info in found.items() if info.get("type", "file") == "file"]
+    if not files and not fs.exists(root):
+        # Object stores have no folders: an empty prefix and a mistyped one look alike.
+        raise FileNotFoundError(f"nothing found at {display_url(logdir)} (no such bucket, container or prefix, "
+                                "or no access to it)")
+    return files
+
+
+def display_url(url: str) -> str:
+    """`url` with any password in it masked, for messages and logs."""
+    return re.sub(r"^([a-zA-Z][\w+.-]*://[^/@:]*):[^/@]*@", r"\1:***@", url)
+
+
+_OPTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Options that are plainly secrets: a command line is readable by every user of the machine.
+_SECRET_OPTION = re.compile(r"secret|password|account_key|sas_token|connection_string|session_token", re.I)
+
+
+def apply_storage_options(logdir: str, options: list[str]) -> None:
+    """Pass `KEY=VALUE` options to the fsspec filesystem of `logdir`'s protocol, in this process and
+    the loader processes it spawns (through fsspec's `FSSPEC_<PROTOCOL>_<KEY>` variables). A value
+    that parses as JSON is used as such (`anon=true`, `client_kwargs={...}`). Raises ValueError
+    with a user-facing message on a malformed or secret option."""
+    if not options:
+        return
+    protocol, _ = fsspec.core.split_protocol(logdir)
+    if protocol in (None, "file", "local"):
+        raise ValueError("--storage-option applies to remote logdirs (s3://, gs://, az://, ...) only")
+    for option in options:
+        key, sep, value = option.partition("=")
+        if not sep or not _OPTION_NAME.match(key):
+            raise ValueError(f"--storage-option takes KEY=VALUE, got {option.split('=')[0]!r}...")
+        if _SECRET_OPTION.search(key):
+            raise ValueError(f"--storage-option {key}: pass secrets through environment variables "
+                             f"(e.g. FSSPEC_{protocol.upper()}_{key.upper()} or the store's own, such as "
+                             "AWS_SECRET_ACCESS_KEY), not the command line, which other users can read")
+        os.environ[f"FSSPEC_{protocol.upper()}_{key.upper()}"] = value
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = value
+        fsspec.config.conf.setdefault(protocol, {})[key.lower()] = parsed
 
 
 def discover(logdir: str) -> dict[str, Run]:
@@ -116,7 +173,7 @@ def discover(logdir: str) -> dict[str, Run]:
     root = root.rstrip("/") or "/"
     if local and not os.path.isdir(root):
         raise FileNotFoundError(f"no such folder: {root}")
-    files = _local_files(root) if local else _remote_files(fs, root)
+    files = _local_files(root) if local else _remote_files(fs, root, logdir)
     root_name = posixpath.basename(root)
     by_run: dict[str, dict[str, list[TraceFile]]] = {}
     snapshots: dict[str, list[SnapshotFile]] = {}
