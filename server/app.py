@@ -19,6 +19,7 @@ from . import __version__
 from .api import VIEWS, runs
 from .api.deps import Memo
 from .api.errors import BadParameter, NotFound, PublicError
+from .auth import TokenAuth
 from .settings import Settings
 from .snapshot.cache import SnapshotCache
 from .store import TraceStore
@@ -51,6 +52,9 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.memo = Memo()
     app.state.snapshots = SnapshotCache(settings.max_snapshot_bytes)
     app.state.settings = settings
+    if settings.token:
+        # Wraps every route and mount (pages, static files, API, docs): nothing answers without it.
+        app.add_middleware(TokenAuth, token=settings.token)
 
     @app.exception_handler(PublicError)
     async def public_error(request: Request, exc: PublicError) -> JSONResponse:

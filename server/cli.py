@@ -1,6 +1,6 @@
 """The `profboard` command: serve a logdir, or print a worker's overview as JSON.
 
-    profboard --logdir ./runs [--port 6006] [--bind_all]
+    profboard --logdir ./runs [--port 6006] [--bind_all] [--token T]
     profboard summary ./runs --run R --worker W --span S --json
 """
 
@@ -49,7 +49,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 def _settings(args: argparse.Namespace, logdir: str) -> Settings:
     cache = None if args.no_cache else (args.cache_dir or _default_cache_dir())
     return Settings(logdir=logdir, cache_dir=cache, max_trace_bytes=args.max_trace_size,
-                    max_snapshot_bytes=args.max_snapshot_size)
+                    max_snapshot_bytes=args.max_snapshot_size, token=getattr(args, "token", None))
 
 
 def _serve_parser() -> argparse.ArgumentParser:
@@ -61,6 +61,9 @@ def _serve_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=6006, help="port (default: 6006)")
     parser.add_argument("--bind_all", action="store_true", help="bind all interfaces (0.0.0.0), e.g. inside Docker")
+    parser.add_argument("--token", default=os.environ.get("PROFBOARD_TOKEN") or None,
+                        help="require this token (or password) for every page and API request; "
+                             "prefer the PROFBOARD_TOKEN environment variable: other users can read a command line")
     parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", dest="storage_options",
                         help="option for the remote logdir's fsspec filesystem, e.g. endpoint_url=http://minio:9000 "
                              "(repeatable; JSON values allowed; secrets go in environment variables)")
@@ -104,6 +107,13 @@ def serve(argv: list[str]) -> int:
     host = "0.0.0.0" if args.bind_all else args.host
     print(f"profboard {__version__}: serving {display_url(logdir)} at "
           f"http://{'localhost' if host == '0.0.0.0' else host}:{args.port}/", file=sys.stderr)
+    if args.token:
+        print("profboard: a token is required (open the page once with ?token=..., "
+              "or send 'Authorization: Bearer ...')", file=sys.stderr)
+    elif host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"profboard: WARNING: listening on {host} without a token: anyone who can reach port {args.port} can "
+              "read these traces. Set PROFBOARD_TOKEN (or --token) unless a firewall or proxy guards the port.",
+              file=sys.stderr)
     uvicorn.run(create_app(_settings(args, logdir)), host=host, port=args.port, log_level="warning")
     return 0
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .trace.read import DEFAULT_MAX_BYTES
 
@@ -16,3 +16,5 @@ class Settings:
     max_snapshot_bytes: int = 1 << 30
     load_workers: int = 2  # processes that parse traces in parallel
     rescan_seconds: float = 5.0
+    # When set, every request needs it (server/auth.py); kept out of repr so it never reaches a log.
+    token: str | None = field(default=None, repr=False)

@@ -1,0 +1,179 @@
+"""`profboard --token T`: every page, static file and API request needs the token.
+
+Against the real server: API answers 401 in the error shape, pages answer a login form,
+`Authorization: Bearer`, `?token=` (sets the cookie and redirects without it), the login
+form, wrong tokens and a cookie made for another token.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, Server, free_port
+
+httpx = pytest.importorskip("httpx", reason="httpx is not installed (pip install -e '.[test]')")
+
+from profboard.server.auth import COOKIE, session_value  # noqa: E402
+
+TOKEN = "correct horse battery staple"
+LOGDIR = REPO / "tests/data/h200x2/ddp_straggler_rank1"
+RUN = LOGDIR.name
+PAGES = ["/", "/overview", "/kernel?run=x", "/docs", "/no-such-page"]
+PROTECTED_JSON = ["/api/runs", f"/api/overview?run={RUN}", "/api/views", "/openapi.json", "/static/js/app.js",
+                  "/static/vendor/plotly.min.js", "/api/no-such-route"]
+
+
+class TokenServer(Server):
+    """A Server whose own requests (the test helpers' polling) carry the token."""
+
+    def get(self, path: str, params: dict | None = None, *, timeout: float = 30.0):
+        response = httpx.get(self.base + path, params=params, timeout=timeout,
+                             headers={"Authorization": f"Bearer {TOKEN}"})
+        assert "Traceback" not in response.text and response.status_code < 500, response.text
+        return response
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("auth_server")
+    port = free_port()
+    log_path = tmp / "profboard.log"
+    command = [sys.executable, "-m", "profboard.server.cli", "--logdir", str(LOGDIR), "--port", str(port),
+               "--cache-dir", str(tmp / "cache"), "--token", TOKEN]
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    server = TokenServer(f"http://127.0.0.1:{port}", process, log_path, LOGDIR, tmp / "cache")
+    try:
+        server.wait_until_loaded([RUN], timeout=60)
+        yield server
+    finally:
+        server.stop()
+
+
+def anonymous(server: Server, path: str, cookies: dict | None = None, **kwargs) -> httpx.Response:
+    """A request from a fresh client (no cookie but `cookies`), redirects not followed."""
+    with httpx.Client(base_url=server.base, follow_redirects=False, timeout=30, cookies=cookies) as client:
+        return client.get(path, **kwargs)
+
+
+def assert_unauthorized(response: httpx.Response) -> str:
+    assert response.status_code == 401, (response.request.url, response.status_code, response.text[:200])
+    assert response.headers["content-type"].startswith("application/json")
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}, body
+    assert body["error"]["code"] == "unauthorized", body
+    assert response.headers.get("www-authenticate") == "Bearer"
+    return body["error"]["message"]
+
+
+def assert_login_page(response: httpx.Response) -> str:
+    assert response.status_code == 401, (response.request.url, response.status_code)
+    assert response.headers["content-type"].startswith("text/html")
+    assert 'method="post" action="/login"' in response.text and 'type="password" name="token"' in response.text
+    assert "set-cookie" not in response.headers
+    return response.text
+
+
+@pytest.mark.parametrize("path", PROTECTED_JSON)
+def test_auth_api_and_static_need_the_token(server, path):
+    message = assert_unauthorized(anonymous(server, path))
+    assert "Authorization: Bearer" in message
+    assert TOKEN not in message
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_auth_pages_answer_the_login_form(server, path):
+    page = assert_login_page(anonymous(server, path))
+    assert TOKEN not in page
+    # The form sends the user back where they were going.
+    assert f'name="next" value="{path.split("?")[0]}' in page
+
+
+def test_auth_bearer_header_opens_the_api(server):
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    runs = anonymous(server, "/api/runs", headers=headers).json()["runs"]
+    assert [r["name"] for r in runs] == [RUN] and runs[0]["status"] == "ready"
+    overview = anonymous(server, "/api/overview", params={"run": RUN}, headers=headers)
+    assert overview.status_code == 200 and overview.json()["steps"]
+    raw = anonymous(server, "/api/trace/raw", params={"run": RUN}, headers=headers)
+    first = sorted(LOGDIR.glob("*.pt.trace.json.gz"))[0]
+    assert raw.status_code == 200 and raw.content == first.read_bytes()
+    assert anonymous(server, "/static/js/app.js", headers=headers).status_code == 200
+
+
+@pytest.mark.parametrize("value", [f"Bearer {TOKEN}x", "Bearer", f"Basic {TOKEN}", TOKEN, f"Bearer {TOKEN[:-1]}"])
+def test_auth_wrong_bearer_is_refused(server, value):
+    assert_unauthorized(anonymous(server, "/api/runs", headers={"Authorization": value}))
+
+
+def test_auth_token_in_the_url_sets_a_cookie_and_redirects_without_it(server):
+    with httpx.Client(base_url=server.base, follow_redirects=False, timeout=30) as client:
+        response = client.get("/kernel", params={"run": RUN, "token": TOKEN, "group_by": "name"})
+        assert response.status_code == 303, response.text
+        assert response.headers["location"] == f"/kernel?run={RUN}&group_by=name"
+        cookie = response.headers["set-cookie"]
+        assert cookie.startswith(f"{COOKIE}=") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        assert TOKEN not in cookie and "token" not in response.headers["location"]
+        # The client now holds the cookie: pages, static files and the API open.
+        page = client.get(response.headers["location"])
+        assert page.status_code == 200 and 'data-view' in page.text
+        assert client.get("/static/js/app.js").status_code == 200
+        assert client.get("/api/runs").json()["runs"][0]["name"] == RUN
+        # /login with a valid cookie goes straight on.
+        assert client.get("/login", params={"next": "/overview"}).headers["location"] == "/overview"
+
+
+def test_auth_wrong_token_in_the_url_is_refused(server):
+    page = assert_login_page(anonymous(server, "/", params={"token": "guess"}))
+    assert "Wrong token" in page and "guess" not in page
+    assert_unauthorized(anonymous(server, "/api/runs", params={"token": "guess"}))
+
+
+def test_auth_login_form_sets_the_cookie(server):
+    with httpx.Client(base_url=server.base, follow_redirects=False, timeout=30) as client:
+        wrong = client.post("/login", data={"token": "guess", "next": "/kernel"})
+        assert_login_page(wrong)
+        assert "Wrong token" in wrong.text and 'value="/kernel"' in wrong.text
+        assert client.get("/api/runs").status_code == 401
+        right = client.post("/login", data={"token": TOKEN, "next": "/kernel?run=x"})
+        assert right.status_code == 303 and right.headers["location"] == "/kernel?run=x"
+        assert "HttpOnly" in right.headers["set-cookie"] and "SameSite=Strict" in right.headers["set-cookie"]
+        assert client.get("/api/runs").status_code == 200
+
+
+@pytest.mark.parametrize("target", ["//evil.example/", "https://evil.example/", "/\\evil.example", "kernel"])
+def test_auth_login_never_redirects_off_the_server(server, target):
+    response = anonymous(server, "/login", params={})  # the form itself
+    assert_login_page(response)
+    with httpx.Client(base_url=server.base, follow_redirects=False, timeout=30) as client:
+        done = client.post("/login", data={"token": TOKEN, "next": target})
+    assert done.status_code == 303 and done.headers["location"] == "/"
+
+
+def test_auth_cookie_of_another_token_is_refused(server):
+    stale = {COOKIE: session_value("an older token")}
+    assert_unauthorized(anonymous(server, "/api/runs", cookies=stale))
+    assert anonymous(server, "/api/runs", cookies={COOKIE: session_value(TOKEN)}).status_code == 200
+    assert_unauthorized(anonymous(server, "/api/runs", cookies={COOKIE: TOKEN}))
+
+
+def test_auth_server_log_never_shows_the_token(server):
+    anonymous(server, "/", params={"token": TOKEN})
+    assert TOKEN not in server.log()
+
+
+def test_auth_settings_repr_hides_the_token():
+    from profboard.server.settings import Settings
+
+    assert TOKEN not in repr(Settings(logdir="x", token=TOKEN))
+
+
+def test_auth_is_off_without_a_token(start_server, tmp_path: Path):
+    # The conftest server has no token: everything answers as before (the other API tests rely on it).
+    plain = start_server(LOGDIR, tmp_path, expect=[RUN])
+    assert plain.get("/api/runs").status_code == 200
+    assert plain.get("/").status_code == 200
