@@ -130,6 +130,11 @@ def _remote_files(fs, root: str, logdir: str) -> list[tuple[str, int, float]]:
     return files
 
 
+def is_remote(logdir: str) -> bool:
+    """Whether `logdir` is a URL of a remote store rather than a local folder."""
+    return fsspec.core.split_protocol(logdir)[0] not in (None, "file", "local")
+
+
 def display_url(url: str) -> str:
     """`url` with any password in it masked, for messages and logs."""
     return re.sub(r"^([a-zA-Z][\w+.-]*://[^/@:]*):[^/@]*@", r"\1:***@", url)
@@ -148,7 +153,7 @@ def apply_storage_options(logdir: str, options: list[str]) -> None:
     if not options:
         return
     protocol, _ = fsspec.core.split_protocol(logdir)
-    if protocol in (None, "file", "local"):
+    if not is_remote(logdir):
         raise ValueError("--storage-option applies to remote logdirs (s3://, gs://, az://, ...) only")
     for option in options:
         key, sep, value = option.partition("=")

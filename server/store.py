@@ -26,7 +26,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .logdir import Run, TraceFile, discover, display_url
+from .logdir import Run, TraceFile, discover, display_url, is_remote
 from .settings import Settings
 from .trace.decode import TraceFormatError
 from .trace.load import load_trace
@@ -81,14 +81,20 @@ class TraceStore:
     # lifecycle
     def start(self) -> None:
         threading.Thread(target=self._drain_progress, name="profboard-progress", daemon=True).start()
-        self.rescan()
-        threading.Thread(target=self._watch, name="profboard-watch", daemon=True).start()
+        # A remote store may take minutes to answer or time out (retries, an unreachable
+        # endpoint): the server starts at once and the watcher makes the first scan.
+        remote = is_remote(self.settings.logdir)
+        if not remote:
+            self.rescan()
+        threading.Thread(target=self._watch, args=(remote,), name="profboard-watch", daemon=True).start()
 
     def close(self) -> None:
         self._stop.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def _watch(self) -> None:
+    def _watch(self, scan_first: bool) -> None:
+        if scan_first:
+            self.rescan()
         while not self._stop.wait(self.settings.rescan_seconds):
             self.rescan()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -230,3 +231,17 @@ def test_remote_storage_option_refuses_bad_options(option, says):
                            "--storage-option", option], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert done.returncode == 2 and says in done.stderr, done.stderr
     assert "abc" not in done.stderr
+
+
+def test_remote_store_that_never_answers_does_not_block_the_server(bucket, start_server, tmp_path, monkeypatch):
+    # A socket that takes connections and never answers: S3 calls wait for their timeouts and
+    # retries (minutes); the server must answer meanwhile, its first scan running in the background.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{silent.getsockname()[1]}")
+        server = start_server(LOGDIR, tmp_path, timeout=60)
+        body = server.get("/api/runs", timeout=5).json()
+        assert body == {"runs": [], "error": None}
+        assert server.get("/", timeout=5).status_code == 200
+        server.stop()
