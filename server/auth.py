@@ -100,7 +100,9 @@ class TokenAuth:
 
     def _authorised(self, headers: dict[str, str]) -> bool:
         scheme, _, credentials = headers.get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and _same(credentials.strip(), self._token):
+        # Header bytes were decoded as latin-1: compare the bytes the client sent with the token's UTF-8.
+        if scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip().encode("latin-1"),
+                                                              self._token.encode("utf-8", "surrogateescape")):
             return True
         cookie = SimpleCookie()
         try:

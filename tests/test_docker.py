@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -17,14 +18,20 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, free_port
 
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (pip install -e '.[test]')")
 
+REPO = Path(__file__).resolve().parents[1]
 DOCKER = REPO / "docker"
 DOCKERFILES = [DOCKER / "Dockerfile", DOCKER / "Dockerfile.collect"]
 TOKEN = "docker-test-token"
 RUN_FOLDER = REPO / "tests/data/h200x2/ddp_straggler_rank1"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def _instructions(dockerfile: Path) -> list[tuple[str, str]]:

@@ -39,9 +39,10 @@ def read_trace_bytes(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> RawTrace:
                 return RawTrace(data)
             return _gunzip(fh, max_bytes)
     except FileNotFoundError as exc:
-        raise TraceFormatError("the file is gone (removed or rewritten since it was listed?)") from exc
+        raise TraceFormatError("could not read the file: it is gone (removed or rewritten since it was listed?)"
+                               ) from exc
     except PermissionError as exc:  # on S3 also an archived (Glacier) object
-        raise TraceFormatError(f"no permission to read the file: {exc.strerror or exc}") from exc
+        raise TraceFormatError(f"could not read the file: no permission ({exc.strerror or exc})") from exc
     except OSError as exc:
         raise TraceFormatError(f"could not read the file: {exc.strerror or exc}") from exc
 

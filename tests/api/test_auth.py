@@ -7,18 +7,20 @@ form, wrong tokens and a cookie made for another token.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from conftest import REPO, Server, free_port
 
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (pip install -e '.[test]')")
 
 from profboard.server.auth import COOKIE, session_value  # noqa: E402
 
+REPO = Path(__file__).resolve().parents[2]
 TOKEN = "correct horse battery staple"
 LOGDIR = REPO / "tests/data/h200x2/ddp_straggler_rank1"
 RUN = LOGDIR.name
@@ -27,14 +29,43 @@ PROTECTED_JSON = ["/api/runs", f"/api/overview?run={RUN}", "/api/views", "/opena
                   "/static/vendor/plotly.min.js", "/api/no-such-route"]
 
 
-class TokenServer(Server):
-    """A Server whose own requests (the test helpers' polling) carry the token."""
+@dataclass
+class TokenServer:
+    base: str
+    process: subprocess.Popen
+    log_path: Path
 
-    def get(self, path: str, params: dict | None = None, *, timeout: float = 30.0):
-        response = httpx.get(self.base + path, params=params, timeout=timeout,
-                             headers={"Authorization": f"Bearer {TOKEN}"})
-        assert "Traceback" not in response.text and response.status_code < 500, response.text
-        return response
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_until_loaded(self, timeout: float = 60.0) -> None:
+        """Poll /api/runs, with the token, until the run is listed and loaded."""
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self.process.poll() is None, f"profboard exited:\n{self.log()}"
+            try:
+                runs = httpx.get(self.base + "/api/runs", headers={"Authorization": f"Bearer {TOKEN}"},
+                                 timeout=10).json()["runs"]
+                if [r["name"] for r in runs] == [RUN] and runs[0]["status"] != "loading":
+                    return
+            except (httpx.TransportError, ValueError, KeyError):
+                pass
+            assert time.monotonic() < deadline, f"not loaded after {timeout:.0f} s:\n{self.log()}"
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -46,15 +77,15 @@ def server(tmp_path_factory: pytest.TempPathFactory):
                "--cache-dir", str(tmp / "cache"), "--token", TOKEN]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
-    server = TokenServer(f"http://127.0.0.1:{port}", process, log_path, LOGDIR, tmp / "cache")
+    server = TokenServer(f"http://127.0.0.1:{port}", process, log_path)
     try:
-        server.wait_until_loaded([RUN], timeout=60)
+        server.wait_until_loaded()
         yield server
     finally:
         server.stop()
 
 
-def anonymous(server: Server, path: str, cookies: dict | None = None, **kwargs) -> httpx.Response:
+def anonymous(server: TokenServer, path: str, cookies: dict | None = None, **kwargs) -> httpx.Response:
     """A request from a fresh client (no cookie but `cookies`), redirects not followed."""
     with httpx.Client(base_url=server.base, follow_redirects=False, timeout=30, cookies=cookies) as client:
         return client.get(path, **kwargs)
@@ -177,3 +208,34 @@ def test_auth_is_off_without_a_token(start_server, tmp_path: Path):
     plain = start_server(LOGDIR, tmp_path, expect=[RUN])
     assert plain.get("/api/runs").status_code == 200
     assert plain.get("/").status_code == 200
+
+
+def _status(app, path: str, headers: list[tuple[bytes, bytes]]) -> int:
+    """Drive an ASGI app with one GET; returns the response status."""
+    import asyncio
+
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": path, "query_string": b"", "headers": headers,
+             "scheme": "http"}
+    asyncio.run(app(scope, receive, send))
+    return sent[0]["status"]
+
+
+def test_auth_non_ascii_token_works_in_the_bearer_header():
+    from profboard.server.auth import TokenAuth
+
+    async def ok(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    guarded = TokenAuth(ok, "pässwörd-令牌")
+    assert _status(guarded, "/api/runs", [(b"authorization", "Bearer pässwörd-令牌".encode())]) == 200
+    assert _status(guarded, "/api/runs", [(b"authorization", "Bearer passwort".encode())]) == 401
+    assert _status(guarded, "/api/runs", [(b"cookie", b"profboard_session=\xff\xfe")]) == 401

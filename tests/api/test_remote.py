@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, require_fixture
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO.parent / "shared" / "fixtures"
 
 boto3 = pytest.importorskip("boto3", reason="boto3 is not installed (pip install -e '.[test]')")
 pytest.importorskip("s3fs", reason="s3fs is not installed (pip install -e '.[test]')")
@@ -34,6 +35,13 @@ DDP = REPO / "tests/data/h200x2/ddp_straggler_rank1"
 SNAPSHOT = "snapshots/resnet18_snapshot.pickle"
 READY_RUNS = ["loss_sync_gzip", "loss_sync_plain", "ddp_straggler"]
 ARCHIVED_RUN = "archived"
+
+
+def require_fixture(relative: str) -> Path:
+    path = FIXTURES / relative
+    if not path.exists():
+        pytest.skip(f"fixture {relative} not found under {FIXTURES} (the shared fixtures are not installed here)")
+    return path
 
 
 def _traces(folder: Path) -> list[Path]:
