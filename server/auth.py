@@ -8,7 +8,9 @@ PROFBOARD_TOKEN puts everything behind one shared secret. A request passes with 
    and changing the token logs everyone out);
 3. `?token=TOKEN` on a GET: the cookie is set and the browser is sent to the same URL without
    the token, so it leaves the address bar and the history;
-4. the login form (POST /login), shown with status 401 instead of any page.
+4. the login form (POST /login), shown with status 401 instead of any page. A link followed
+   from another site comes without the SameSite=Strict cookie: that page reloads itself once
+   (a same-site request, which carries the cookie) before the form is shown.
 
 Anything else under /api/, /static/ or /openapi.json gets a 401 in the API's error shape.
 Tokens are compared in constant time. The middleware is plain ASGI, so streamed responses
@@ -121,6 +123,11 @@ class TokenAuth:
             return
         query = scope.get("query_string", b"").decode("latin-1")
         clean = urlencode([(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "token"])
+        if problem is None and _headers(scope).get("sec-fetch-site") == "cross-site":
+            # A link followed from another site (chat, a wiki) arrives without the SameSite=Strict
+            # cookie even when the user has one: reload once from this page, which sends it.
+            await _send(send, 401, _RELOAD_PAGE, "text/html; charset=utf-8")
+            return
         await _send(send, 401, *_login_page(path + (f"?{clean}" if clean else ""), problem))
 
     async def _login(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -175,6 +182,11 @@ async def _send(send: Send, status: int, body: bytes, content_type: str,
                (b"cache-control", b"no-store"), *(extra or [])]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+_RELOAD_PAGE = (b'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+                b'<meta http-equiv="refresh" content="0"><title>profboard</title></head>'
+                b'<body><p>Opening profboard...</p></body></html>')
 
 
 def _login_page(target: str, problem: str | None) -> tuple[bytes, str]:

@@ -239,3 +239,15 @@ def test_auth_non_ascii_token_works_in_the_bearer_header():
     assert _status(guarded, "/api/runs", [(b"authorization", "Bearer pässwörd-令牌".encode())]) == 200
     assert _status(guarded, "/api/runs", [(b"authorization", "Bearer passwort".encode())]) == 401
     assert _status(guarded, "/api/runs", [(b"cookie", b"profboard_session=\xff\xfe")]) == 401
+
+
+def test_auth_link_from_another_site_reloads_once_to_send_the_cookie(server):
+    # Browsers withhold SameSite=Strict cookies on cross-site navigations; the reload is same-origin.
+    response = anonymous(server, "/kernel", params={"run": RUN}, headers={"Sec-Fetch-Site": "cross-site"})
+    assert response.status_code == 401 and '<meta http-equiv="refresh" content="0">' in response.text
+    assert "<form" not in response.text
+    again = anonymous(server, "/kernel", params={"run": RUN}, headers={"Sec-Fetch-Site": "same-origin"})
+    assert_login_page(again)
+    with httpx.Client(base_url=server.base, follow_redirects=False, timeout=30,
+                      cookies={COOKIE: session_value(TOKEN)}) as client:
+        assert client.get("/kernel", params={"run": RUN}, headers={"Sec-Fetch-Site": "same-origin"}).status_code == 200
