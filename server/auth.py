@@ -26,7 +26,7 @@ import html
 import json
 from http.cookies import SimpleCookie
 from typing import Any, Awaitable, Callable
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 COOKIE = "profboard_session"
 LOGIN_PATH = "/login"
@@ -91,7 +91,7 @@ class TokenAuth:
             # Checked even with a valid cookie: the redirect takes the token out of the address bar.
             if _same(given[-1], self._token):
                 rest = urlencode([(k, v) for k, v in query if k != "token"])
-                await self._grant(scope, send, path + (f"?{rest}" if rest else ""))
+                await self._grant(scope, send, quote(path) + (f"?{rest}" if rest else ""))
             else:
                 await asyncio.sleep(_FAILURE_DELAY_S)
                 await self._deny(scope, send, path, "wrong token")
@@ -128,7 +128,7 @@ class TokenAuth:
             # cookie even when the user has one: reload once from this page, which sends it.
             await _send(send, 401, _RELOAD_PAGE, "text/html; charset=utf-8")
             return
-        await _send(send, 401, *_login_page(path + (f"?{clean}" if clean else ""), problem))
+        await _send(send, 401, *_login_page(quote(path) + (f"?{clean}" if clean else ""), problem))
 
     async def _login(self, scope: Scope, receive: Receive, send: Send) -> None:
         body, too_big = b"", False

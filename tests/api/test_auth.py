@@ -251,3 +251,9 @@ def test_auth_link_from_another_site_reloads_once_to_send_the_cookie(server):
     with httpx.Client(base_url=server.base, follow_redirects=False, timeout=30,
                       cookies={COOKIE: session_value(TOKEN)}) as client:
         assert client.get("/kernel", params={"run": RUN}, headers={"Sec-Fetch-Site": "same-origin"}).status_code == 200
+
+
+def test_auth_redirect_keeps_an_odd_path_intact(server):
+    response = anonymous(server, "/no such page/é", params={"token": TOKEN, "q": "a b&c"})
+    assert response.status_code == 303
+    assert response.headers["location"] == "/no%20such%20page/%C3%A9?q=a+b%26c"
