@@ -81,8 +81,9 @@ class Decoder(nn.Module):
 
 
 class BranchyNet(nn.Module):
-    """An MLP whose forward reads tensor values in Python three times (a data-dependent branch,
-    a `.item()`-sized loop, a print), each of which makes torch.compile break the graph."""
+    """An MLP whose forward makes torch.compile break the graph three times, as user code often
+    does: a branch on a tensor's value, a value read with `.item()`, and an explicit break
+    (standing in for a call Dynamo cannot trace)."""
 
     def __init__(self, dim: int = 256, layers: int = 4) -> None:
         super().__init__()
@@ -90,11 +91,11 @@ class BranchyNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.relu(self.layers[0](x))
-        if x.mean() > 0:                               # a branch on a tensor's value
+        if x.mean() > 0:                       # a branch on a tensor's value
             x = x * 2
-        for _ in range(int(x.abs().max().item() > 0)):  # a loop sized by .item()
-            x = F.relu(self.layers[1](x))
-        print(end="")                                   # an unsupported side effect
+        self.last_peak = x.abs().max().item()  # a value read on the host (for logging, say)
+        x = F.relu(self.layers[1](x))
+        torch._dynamo.graph_break()
         for layer in self.layers[2:]:
             x = F.relu(layer(x))
         return x
