@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Union
 
 import torch
 from torch.profiler import ProfilerAction, profile
 
 _RECORDING = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+Mark = Union[float, "torch.cuda.Event"]
 
 
 @dataclass
@@ -32,52 +33,58 @@ class _Tally:
 
 
 @dataclass
+class _Step:
+    end: Mark
+    samples: int
+    tokens: int
+    recorded: bool  # whether the profiler recorded this step
+
+
+@dataclass
 class ThroughputMeter:
     """Call `start()` before the first step and `step(samples, tokens=0)` at the very end of
     each (after `prof.step()`).
 
     The first `warmup` steps are left out (compilation, cuDNN autotuning, allocator growth).
     With `prof`, the steps the profiler recorded are also counted apart: profiling slows them,
-    so the two rates together show its overhead. On CUDA each step's end is synchronised, so
-    a step's time is the device's, not the time to queue its kernels."""
+    so the two rates together show its overhead. On CUDA a step's end is a CUDA event, so step
+    times are the device's and the meter adds no host-device synchronisation to the steps (it
+    waits for the device only when asked for its numbers)."""
 
     warmup: int = 2
     prof: profile | None = None
     clock: Callable[[], float] = time.perf_counter
-    epoch: _Tally = field(default_factory=_Tally, init=False)
-    profiled: _Tally = field(default_factory=_Tally, init=False)
-    _seen: int = field(default=0, init=False)
-    _last: float | None = field(default=None, init=False)
+    _start: Mark | None = field(default=None, init=False)
+    _steps: list[_Step] = field(default_factory=list, init=False)
     _recording: bool = field(default=False, init=False)  # whether the step now running is recorded
 
     def start(self) -> None:
         """Mark the first step's start (else the first step only starts the clock)."""
-        self._sync()
-        self._last = self.clock()
+        self._start = self._mark()
         self._recording = self._profiler_records()
 
     def step(self, samples: int, tokens: int = 0) -> None:
-        self._sync()
-        now = self.clock()
-        if self._last is not None and self._seen >= self.warmup:
-            self.epoch.add(samples, tokens, now - self._last)
-            if self._recording:
-                self.profiled.add(samples, tokens, now - self._last)
-        self._seen += 1
-        self._last = now
+        self._steps.append(_Step(self._mark(), samples, tokens, self._recording))
         self._recording = self._profiler_records()
-
-    def _profiler_records(self) -> bool:
-        return self.prof is not None and self.prof.current_action in _RECORDING
 
     def summary(self) -> dict[str, Any]:
         """`epoch` and `profiled`: steps, samples, tokens, seconds and the per-second rates."""
-        return {"warmup_steps": self.warmup, "epoch": self.epoch.rates(), "profiled": self.profiled.rates()}
+        epoch, profiled = _Tally(), _Tally()
+        previous = self._start
+        for index, step in enumerate(self._steps):
+            if previous is not None and index >= self.warmup:
+                seconds = _seconds(previous, step.end)
+                epoch.add(step.samples, step.tokens, seconds)
+                if step.recorded:
+                    profiled.add(step.samples, step.tokens, seconds)
+            previous = step.end
+        return {"warmup_steps": self.warmup, "epoch": epoch.rates(), "profiled": profiled.rates()}
 
     def report(self) -> str:
         """The summary as one line per window."""
+        summary = self.summary()
         lines = []
-        for name, rates in (("all steps", self.summary()["epoch"]), ("profiled", self.summary()["profiled"])):
+        for name, rates in (("all steps", summary["epoch"]), ("profiled", summary["profiled"])):
             if not rates["steps"]:
                 continue
             line = f"{name}: {rates['steps']} steps, {rates['samples_per_s']:,.1f} samples/s"
@@ -86,7 +93,21 @@ class ThroughputMeter:
             lines.append(line)
         return "\n".join(lines) or "no steps measured (still in warm-up)"
 
-    @staticmethod
-    def _sync() -> None:
+    def _mark(self) -> Mark:
         if torch.cuda.is_available() and torch.cuda.is_initialized():
-            torch.cuda.synchronize()
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return self.clock()
+
+    def _profiler_records(self) -> bool:
+        return self.prof is not None and self.prof.current_action in _RECORDING
+
+
+def _seconds(start: Mark, end: Mark) -> float:
+    if isinstance(start, float) and isinstance(end, float):
+        return end - start
+    if isinstance(start, float) or isinstance(end, float):
+        raise RuntimeError("ThroughputMeter: CUDA started between two steps; call start() once it is in use")
+    end.synchronize()
+    return start.elapsed_time(end) / 1000.0
