@@ -1,5 +1,6 @@
 """Distributed view and the straggler rule on two-GPU H200 runs the project recorded
-(tests/data/h200x2, from bench/make_dist_traces.py; both ranks on one host, so their clocks agree):
+(tests/data/h200x2, from bench/make_dist_traces.py of commit 7254289, the job the `ddp` workload
+now runs; both ranks on one host, so their clocks agree):
 
 - `ddp_straggler_rank1` / `ddp_straggler_rank0`: DDP where that rank does ~70 ms of extra
   matrix products before each forward. The straggler named is that rank, last into every
