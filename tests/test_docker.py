@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from processes import free_port, stop_process
 
 
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (pip install -e '.[test]')")
@@ -26,12 +27,6 @@ DOCKER = REPO / "docker"
 DOCKERFILES = [DOCKER / "Dockerfile", DOCKER / "Dockerfile.collect"]
 TOKEN = "docker-test-token"
 RUN_FOLDER = REPO / "tests/data/h200x2/ddp_straggler_rank1"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _instructions(dockerfile: Path) -> list[tuple[str, str]]:
@@ -175,15 +170,6 @@ def _health(tmp_path: Path, port: int, token: str | None) -> subprocess.Complete
     return subprocess.run(command, env=_image_env(tmp_path, token), capture_output=True, text=True, timeout=30)
 
 
-def _stop(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 def test_entrypoint_without_a_token_serves_and_warns(tmp_path: Path):
     process, port, log = _start_entrypoint(tmp_path, None)
     try:
@@ -196,7 +182,7 @@ def test_entrypoint_without_a_token_serves_and_warns(tmp_path: Path):
         done = _health(tmp_path, port, None)
         assert done.returncode == 0, done.stderr
     finally:
-        _stop(process)
+        stop_process(process)
     text = log.read_text()
     assert "0.0.0.0 without a token" in text and "PROFBOARD_TOKEN" in text
     assert (tmp_path / "cache").is_dir(), "the parse cache goes to PROFBOARD_CACHE_DIR"
@@ -211,6 +197,6 @@ def test_entrypoint_with_a_token_needs_it_and_the_healthcheck_sends_it(tmp_path:
         refused = _health(tmp_path, port, None)
         assert refused.returncode != 0 and "401" in refused.stderr
     finally:
-        _stop(process)
+        stop_process(process)
     text = log.read_text()
     assert "without a token" not in text and TOKEN not in text

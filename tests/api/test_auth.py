@@ -7,7 +7,6 @@ form, wrong tokens and a cookie made for another token.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from processes import free_port, stop_process
 
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (pip install -e '.[test]')")
 
@@ -54,18 +55,7 @@ class TokenServer:
             time.sleep(0.2)
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        stop_process(self.process)
 
 
 @pytest.fixture(scope="module")
