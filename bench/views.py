@@ -1,4 +1,5 @@
-"""Benchmark: latency of the Operator and Kernel views' endpoints on one trace, after load.
+"""Benchmark: latency of the Operator, Kernel, Module and Distributed views' endpoints on one
+trace, after load.
 
     .venv/bin/python bench/views.py [TRACE] [--repeat 3] [--requests 30]
 
@@ -6,7 +7,7 @@ Each repeat starts a fresh `profboard` server (empty cache) and waits for the tr
 The first answer of each endpoint on that server is "cold" (it builds the operator tree and
 the tables); then each is requested --requests times ("warm", memoised). Reports the median
 over repeats of the cold latency and of the warm p50/p95, and the body sizes.
-Target (issue 3): each endpoint <= 100 ms p95 after load on fixtures/big.
+Target (DESIGN.md): each endpoint <= 100 ms p95 after load on fixtures/big.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ def _paths(base: str) -> dict[str, str]:
         "kernels name_op": "/api/kernels?run=run&group_by=name_op",
         f"kernels op={top}": f"/api/kernels?run=run&group_by=name_op&op={quote(top)}",
         f"stacks {with_stack}": f"/api/operators/stacks?run=run&name={quote(with_stack)}",
+        "modules": "/api/modules?run=run",
+        "optree": "/api/optree?run=run",
+        "distributed (one worker)": "/api/distributed?run=run",
     }
 
 
