@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any, TextIO
@@ -88,16 +89,27 @@ def _copy_trace(source: Path, path: Path) -> None:
         shutil.copyfileobj(src, dst)
 
 
+# Python frames and module ranges that with_stack records: not operators, and the outermost
+# (the interpreter's, the test runner's) would fill any top-N table.
+_NOT_AN_OPERATOR = re.compile(r"^(?:<built-in |nn\.Module: |.*\(\d+\): )")
+
+
+def _operators(averages: Any) -> Any:
+    """The key averages without Python frames (filtered in place: the list keeps its settings)."""
+    averages[:] = [a for a in averages if not _NOT_AN_OPERATOR.match(a.key)]
+    return averages
+
+
 def print_top_tables(prof: profile, n: int = 15, file: TextIO | None = None) -> str:
     """Print (to `file`, default stdout) and return the top `n` operators by device time
     (when a device was profiled), by CPU time, and by CPU time per input shape."""
-    averages = prof.key_averages()
+    averages = _operators(prof.key_averages())
     has_device = any(getattr(a, "device_time_total", 0) > 0 for a in averages)
     parts: list[tuple[str, Any, str]] = []
     if has_device:
         parts.append(("Top operators by device time", averages, "device_time_total"))
     parts.append(("Top operators by CPU time", averages, "cpu_time_total"))
-    parts.append(("Top operators by input shape (CPU time)", prof.key_averages(group_by_input_shape=True),
+    parts.append(("Top operators by input shape (CPU time)", _operators(prof.key_averages(group_by_input_shape=True)),
                   "cpu_time_total"))
     text = "\n".join(f"{title}\n{table.table(sort_by=key, row_limit=n)}" for title, table, key in parts)
     print(text, file=file)
