@@ -109,3 +109,16 @@ def test_fsdp_count_mismatches_are_reported_not_refused():
         counts = [c["calls"] for c in mismatch["calls"]]
         assert len(set(counts)) > 1
     assert s["decided"] > 20      # the rest still align
+
+
+def test_exposed_communication_that_is_waiting_says_so():
+    # Rank 1 is slowed: rank 0's exposed communication is almost all waiting for it.
+    run = "ddp_straggler_rank1"
+    worker = next(w for w, t in loaded(run).items() if t.metadata["distributedInfo"]["rank"] == 0)
+    tables = loaded(run)[worker]
+
+    def communication(**context) -> dict:
+        return next(f for f in overview(tables, **context)["recommendations"] if f["id"] == "high_communication")
+    alone, with_run = communication(), communication(distributed_of=lambda: view(run), worker=worker)
+    assert with_run["numbers"]["waiting_ratio"] > 0.9 and with_run["detail"].startswith("Most of it is waiting")
+    assert "waiting_ratio" not in alone["numbers"] and alone["detail"].startswith("Overlap more communication")

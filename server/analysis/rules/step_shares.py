@@ -2,6 +2,9 @@
 
 - `dataloader_bound`: DataLoader over 5% of the average step (the reference's bar); high over 25%.
 - `high_communication`: communication not hidden behind compute over 10% of the step; high over 30%.
+  When the run's other workers are loaded and at least WAITING_SHARE of this worker's
+  communication time is waiting for other ranks (synchronizing, see the Distributed view),
+  the advice is to balance the ranks first: overlapping waiting with compute does not help.
 Evidence: the three steps where the category took longest.
 """
 
@@ -13,6 +16,7 @@ DATALOADER_SHARE = 0.05
 DATALOADER_HIGH = 0.25
 COMMUNICATION_SHARE = 0.10
 COMMUNICATION_HIGH = 0.30
+WAITING_SHARE = 0.5
 
 
 def _share_rule(ctx: Context, id: str, column: str, threshold: float, high: float, title: str,
@@ -41,8 +45,23 @@ def dataloader_bound(ctx: Context) -> list[Finding]:
 
 
 def high_communication(ctx: Context) -> list[Finding]:
-    return _share_rule(
+    found = _share_rule(
         ctx, "high_communication", "communication_us", COMMUNICATION_SHARE, COMMUNICATION_HIGH,
         "{share:.1%} of the step time is communication not overlapped with compute",
         "Overlap more communication with computation (DDP bucket sizes, FSDP prefetch), "
         "compress gradients, accumulate gradients over several steps, or raise the batch size.")
+    mine = next((w for w in (ctx.distributed or {}).get("wait", []) if w["worker"] == ctx.worker), None)
+    if not found or mine is None:
+        return found
+    wait, comm = mine["average"].get("wait_us") or 0.0, mine["average"].get("communication_us") or 0.0
+    if comm <= 0 or wait / comm < WAITING_SHARE:
+        return found
+    finding = found[0]
+    finding["numbers"].update(wait_us=round(wait, 3), waiting_ratio=round(wait / comm, 6))
+    finding["thresholds"]["waiting_ratio"] = WAITING_SHARE
+    finding["detail"] = (
+        f"Most of it is waiting: {wait / 1000:,.1f} ms a step ({wait / comm:.0%} of this worker's communication) "
+        "is spent in collectives waiting for other ranks to arrive, not moving data, so overlapping it with compute "
+        "would not help. Balance the ranks first (see the straggler finding and the Distributed view); then "
+        "overlap what remains (DDP bucket sizes, FSDP prefetch).")
+    return found
