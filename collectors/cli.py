@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
         return 0 if args.list else 2
     if args.workload == "ddp" and "RANK" not in os.environ:
         # Not under torchrun: start it, one process per rank.
-        return ddp_workload.launch(argv, args.nproc)
+        return ddp_workload.launch(argv, options(args), args.nproc)
     written = WORKLOADS[args.workload].run(options(args), args)
     if args.json:
         json.dump(written, sys.stdout, indent=1)

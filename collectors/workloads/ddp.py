@@ -33,9 +33,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--straggler", type=int, default=None, metavar="RANK", help="make this rank slow")
 
 
-def launch(argv: list[str], nproc: int) -> int:
+def require_gpus(opts: Options, per_node: int) -> None:
+    """Exit with a message when `per_node` ranks on CUDA cannot each have a GPU of this machine:
+    NCCL needs one GPU per rank, and a rank without one fails with "invalid device ordinal"."""
+    have = torch.cuda.device_count() if opts.cuda else per_node
+    if per_node > have:
+        raise SystemExit(f"ddp on CUDA runs one process per GPU: {per_node} asked for, this machine has {have} "
+                         f"(use --nproc {have}, or --device cpu for ranks on the CPU over gloo)")
+
+
+def launch(argv: list[str], opts: Options, nproc: int) -> int:
     """Start `nproc` copies of this workload under torchrun (one per GPU). `--nproc` is not
     passed on: the ranks do not need it, and torchrun would take it for its own option."""
+    require_gpus(opts, nproc)
     rest, skip = [], False
     for arg in argv:
         if skip or arg.startswith("--nproc="):
@@ -50,6 +60,7 @@ def launch(argv: list[str], nproc: int) -> int:
 
 
 def run(opts: Options, args: argparse.Namespace) -> list[dict[str, Any]]:
+    require_gpus(opts, int(os.environ.get("LOCAL_WORLD_SIZE", 1)))  # started by torchrun directly
     dist.init_process_group("nccl" if opts.cuda else "gloo")
     try:
         return _train(opts, args, dist.get_rank())

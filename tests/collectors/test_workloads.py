@@ -67,3 +67,15 @@ def test_ddp_on_the_cpu_names_the_slowed_rank(collected):
     assert {row["name"] for r in view["comm_ops"] for row in r["rows"]} == {"gloo:all_reduce"}
     found = collected.get("/api/recommendations", {"run": run, "worker": "rank0"}).json()["recommendations"]
     assert [f["numbers"]["straggler_ranks"] for f in found if f["id"] == "straggler"] == [[1]]
+
+
+def test_ddp_on_cuda_with_more_ranks_than_gpus_says_so(tmp_path):
+    import torch
+    from profboard.collectors.workloads import ddp
+    from profboard.collectors.workloads.common import Options
+
+    have = torch.cuda.device_count()
+    cuda = Options(tmp_path, "cuda", steps=1, repeat=1, warmup_steps=0, tables=False)
+    with pytest.raises(SystemExit, match=rf"{have + 1} asked for, this machine has {have} .*--device cpu"):
+        ddp.require_gpus(cuda, have + 1)
+    ddp.require_gpus(Options(tmp_path, "cpu", 1, 1, 0, False), 8)     # gloo ranks need no GPU
