@@ -38,13 +38,25 @@ def load_cached(cache_dir: str, key: str) -> TraceTables | None:
         return None
     try:
         meta = msgspec.json.decode(meta_file.read_bytes())
-        frames = {name: feather.read_table(folder / f"{name}.arrow", memory_map=True).to_pandas()
+        frames = {name: _object_categories(feather.read_table(folder / f"{name}.arrow", memory_map=True).to_pandas())
                   for name in _FRAMES}
     except (OSError, ValueError, pa.ArrowException, msgspec.DecodeError):
         # A damaged entry: drop it so that the next store writes a good one.
         shutil.rmtree(folder, ignore_errors=True)
         return None
     return TraceTables(**frames, metadata=meta["metadata"], warnings=meta["warnings"])
+
+
+def _object_categories(frame: pd.DataFrame) -> pd.DataFrame:
+    """Categorical columns with object categories, as the parser makes them. pandas 3 reads an
+    Arrow dictionary back with arrow-backed `str` categories, whose `to_numpy()` makes new Python
+    strings on every call: on fixtures/big the overview took 0.84 s from the cache, 0.48 s fresh."""
+    for column in frame.columns:
+        dtype = frame[column].dtype
+        if isinstance(dtype, pd.CategoricalDtype) and dtype.categories.dtype != object:
+            categories = pd.Index(dtype.categories.to_numpy(dtype=object), dtype=object)
+            frame[column] = pd.Categorical.from_codes(frame[column].cat.codes, categories, ordered=dtype.ordered)
+    return frame
 
 
 def store_cached(cache_dir: str, key: str, tables: TraceTables) -> None:
