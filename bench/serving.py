@@ -36,11 +36,14 @@ def get(url: str) -> tuple[int, float, bytes]:
 
 @contextmanager
 def serve(trace: Path, ready_path: str = "/api/overview?run=run", timeout_s: float = 120) -> Iterator[tuple[str, float, int]]:
-    """Starts `profboard` on a logdir holding only `trace` (run "run", empty cache); yields the
-    base URL, the seconds from start to the first 200 on `ready_path`, and the server's pid."""
+    """Starts `profboard` on a logdir holding only `trace` (run "run", empty cache; a folder's
+    traces, e.g. one per rank, make that run's workers); yields the base URL, the seconds from
+    start to the first 200 on `ready_path`, and the server's pid."""
+    files = sorted(trace.glob("*.pt.trace.json*")) if trace.is_dir() else [trace]
     with tempfile.TemporaryDirectory() as logdir, tempfile.TemporaryDirectory() as cache:
         (Path(logdir) / "run").mkdir()
-        os.symlink(trace, Path(logdir) / "run" / trace.name)
+        for file in files:
+            os.symlink(file, Path(logdir) / "run" / file.name)
         base = f"http://127.0.0.1:{free_port()}"
         t0 = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-m", "profboard.server.cli", "--logdir", logdir,

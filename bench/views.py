@@ -1,7 +1,8 @@
 """Benchmark: latency of the Operator, Kernel, Module and Distributed views' endpoints on one
-trace, after load.
+trace, or on a run folder of several workers' traces (the Distributed view then compares them
+all; the other views show the first worker), after load.
 
-    .venv/bin/python bench/views.py [TRACE] [--repeat 3] [--requests 30]
+    .venv/bin/python bench/views.py [TRACE | RUN_FOLDER] [--repeat 3] [--requests 30]
 
 Each repeat starts a fresh `profboard` server (empty cache) and waits for the trace to load.
 The first answer of each endpoint on that server is "cold" (it builds the operator tree and
@@ -16,6 +17,7 @@ import argparse
 import json
 import statistics
 import sys
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from load import DEFAULT_TRACE
 from serving import get, percentiles, serve
 
 
-def _paths(base: str) -> dict[str, str]:
+def _paths(base: str, workers: int) -> dict[str, str]:
     """The endpoints to time; the operator-specific ones use this trace's busiest operator."""
     ops = json.loads(get(f"{base}/api/operators?run=run")[2])["rows"]
     top = ops[0]["name"]
@@ -38,7 +40,7 @@ def _paths(base: str) -> dict[str, str]:
         f"stacks {with_stack}": f"/api/operators/stacks?run=run&name={quote(with_stack)}",
         "modules": "/api/modules?run=run",
         "optree": "/api/optree?run=run",
-        "distributed (one worker)": "/api/distributed?run=run",
+        f"distributed ({workers} worker{'s' if workers > 1 else ''})": "/api/distributed?run=run",
     }
 
 
@@ -47,7 +49,10 @@ def _one_server(trace: Path, requests: int) -> dict:
         cold = {}
         status, first, body = get(f"{base}/api/operators?run=run")  # also builds the shared operator tree
         assert status == 200, body
-        paths = _paths(base)
+        while (run := json.loads(get(f"{base}/api/runs")[2])["runs"][0])["status"] == "loading":
+            time.sleep(0.05)  # a run folder's other workers
+        workers = len(run["workers"])
+        paths = _paths(base, workers)
         cold["operators name"] = first
         for label, path in paths.items():
             if label not in cold:
