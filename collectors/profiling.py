@@ -4,9 +4,11 @@ trace export that works after the profiler's own handler has saved the trace."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import re
 import shutil
+import socket
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -28,8 +30,8 @@ def make_profiler(logdir: str | os.PathLike, run: str, *, wait: int = 1, warmup:
                   activities: list[ProfilerActivity] | None = None) -> profile:
     """A `torch.profiler.profile` that writes `logdir/run/<worker>.<time>.pt.trace.json[.gz]`,
     one file per `active` window, through `tensorboard_trace_handler`. Call `prof.step()` once
-    per training step. CUDA is profiled when available. The paths written are kept in
-    `prof.profboard_traces` (export_trace reads them)."""
+    per training step. CUDA is profiled when available. Each trace names its host (`hostname`).
+    The paths written are kept in `prof.profboard_traces` (export_trace reads them)."""
     folder = Path(logdir) / run
     folder.mkdir(parents=True, exist_ok=True)
     if activities is None:
@@ -46,6 +48,9 @@ def make_profiler(logdir: str | os.PathLike, run: str, *, wait: int = 1, warmup:
                    schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=repeat),
                    on_trace_ready=on_trace_ready, record_shapes=record_shapes, profile_memory=profile_memory,
                    with_stack=with_stack, with_modules=with_modules, with_flops=with_flops)
+    # The machine, for the Distributed view's topology: rank<N> worker names do not say which ranks
+    # share a host. Newer PyTorch also writes it (`host_name`); older versions do not.
+    prof.preset_metadata_json("hostname", json.dumps(socket.gethostname()))
     prof.profboard_traces = written  # type: ignore[attr-defined]
     return prof
 

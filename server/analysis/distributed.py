@@ -7,9 +7,12 @@ are then combined (`combine`). Steps are found per worker as in the Overview.
    the rank is the number at the end of the worker name ("worker3" is rank 3), else the
    next free rank in name order; the world size is the number of workers; the backend is
    "nccl" when NCCL kernels ran. Each assumption is listed with the rank.
-2. Topology: the reference's worker naming `<host>_<pid>` gives node and process (else the
-   worker name is the node and the trace's CPU process id the process); GPUs are the
-   devices that ran kernels, with their properties from `deviceProperties`.
+2. Topology: the node is the host the trace names (`host_name`, which newer PyTorch writes;
+   `hostname`, which profboard's collectors add for older ones), else the host of the
+   reference's worker naming `<host>_<pid>`, else the worker name (an assumption: workers
+   named `rank<N>` then look like one node each). The process is the `<pid>` of that naming,
+   else the trace's CPU process id. GPUs are the devices that ran kernels, with their
+   properties from `deviceProperties`.
 3. Computation/communication overlap, per step (as the reference defined it):
    computation = GPU kernel time (not communication kernels) not overlapping communication;
    overlapping = computation kernels ∩ communication; communication = communication not
@@ -70,6 +73,7 @@ ELEMENT_BYTES = {
 RECORD_PARAM_COMMS = "record_param_comms"
 _KERNEL_COLLECTIVE = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)
 _HOST_PID = re.compile(r"^(.*)_(\d+)$")  # the reference's <host>_<pid> worker names
+_HOST_KEYS = ("host_name", "hostname")  # the trace's own host: PyTorch's key, profboard's collectors'
 _TRAILING_NUMBER = re.compile(r"(\d+)$")
 
 
@@ -144,12 +148,15 @@ def topology_entry(name: str, tables: TraceTables) -> dict[str, Any]:
     kernels = events[events["kind"].to_numpy() == Kind.KERNEL]
     props = {p.get("id"): p for p in tables.metadata.get("deviceProperties") or [] if isinstance(p, dict)}
     gpus = [{"device": int(d), **gpu_properties(props.get(d))} for d in sorted(set(device_of_kernels(kernels).tolist()))]
+    named = next((v for key in _HOST_KEYS if isinstance(v := tables.metadata.get(key), str) and v), None)
     if match:
-        return {"node": match.group(1), "process": match.group(2), "gpus": gpus, "assumed": []}
-    host = events[np.isin(events["kind"].to_numpy(), HOST_OP_KINDS)]["pid"].astype(str)
-    process = host.mode().iloc[0] if len(host) else None
-    return {"node": name, "process": process, "gpus": gpus,
-            "assumed": ["node from the worker name (not <host>_<pid>)"]}
+        process = match.group(2)
+    else:
+        pids = events[np.isin(events["kind"].to_numpy(), HOST_OP_KINDS)]["pid"].astype(str)
+        process = pids.mode().iloc[0] if len(pids) else None
+    node = named or (match.group(1) if match else name)
+    assumed = [] if named or match else ["node from the worker name (the trace names no host)"]
+    return {"node": node, "process": process, "gpus": gpus, "assumed": assumed}
 
 
 def topology(identities: list[dict[str, Any]], entries: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:

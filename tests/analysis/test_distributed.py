@@ -267,6 +267,18 @@ def test_topology_and_step_comparison():
         2000.0, 60.0, 150.0)
 
 
+@pytest.mark.parametrize("key", ["host_name", "hostname"])
+def test_topology_node_is_the_host_the_trace_names(key):
+    # Workers named rank<N> (profboard's collectors) on one host: one node, each rank's process
+    # from its trace's pid (synth: 100 + rank). Without the key every worker is its own node.
+    ranks = {f"rank{r}": ddp_rank(r, world=3) for r in range(3)}
+    ranks["rank0"].metadata[key] = ranks["rank1"].metadata[key] = "gpu-box"
+    out = run(ranks)
+    assert [(n["node"], [(p["rank"], p["process"], p["assumed"]) for p in n["processes"]]) for n in out["topology"]] == [
+        ("gpu-box", [(0, "100", []), (1, "101", [])]),
+        ("rank2", [(2, "102", ["node from the worker name (the trace names no host)"])])]
+
+
 def test_empty_and_single_worker_do_not_raise():
     t = Trace()
     t.step(1, 0, 100)

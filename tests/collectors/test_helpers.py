@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
 import warnings
 from pathlib import Path
 
@@ -57,6 +58,8 @@ def test_worker_is_named_by_rank_under_torchrun(tmp_path, monkeypatch):
     _train(prof, 2)
     (trace,) = (tmp_path / "ranked").glob("*.pt.trace.json")
     assert trace.name.startswith("rank3.")
+    # the name says nothing of the machine: the trace does, for the Distributed view's topology
+    assert json.loads(trace.read_text())["hostname"] == socket.gethostname()
 
 
 def test_export_after_the_handler_saved_copies_its_file(tmp_path):
