@@ -220,7 +220,7 @@ def test_distributed_topology_lists_every_gpu(dist, api):
     groups = dist.part("process-groups").locator(css_testid("process-group"))
     expect(groups).to_have_count(len(data["groups"]))
     g = data["groups"][0]
-    expect(groups.first).to_have_text(f"{g['name']} ({g['description']}): 4 ranks (0, 1, 2, 3)")
+    expect(groups.first).to_have_text(f"{g['name']} ({g['description']}): 4 ranks (0–3)")
     assert "Group" not in dist.part("occurrence-table").locator("thead th").all_inner_texts()
     assert dist.page.errors == []
 

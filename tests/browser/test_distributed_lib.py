@@ -181,6 +181,15 @@ def test_topology_text_meta_and_assumptions(dv):
     assert dv(f"dv.topologyMeta({js(ranks)}, {js(topology)})") == "2 ranks · 1 node · 1 GPU · world size 2 · nccl"
     assert dv(f"dv.assumedLines({js(ranks)}, {js(topology)})") == [
         "Rank 1 (host): rank from the worker name", "Rank 1 (host): node from the worker name"]
+    # 32 workers named rank<N>, no host in their traces: one line for the lot, not 32
+    many = [{"rank": r, "worker": f"rank{r}", "process": str(r), "gpus": [], "assumed": ["node from the worker name"]}
+            for r in range(32)]
+    assert dv(f"dv.assumedLines([], {js([{'node': 'n', 'processes': many}])})") == ["Ranks 0–31: node from the worker name"]
+
+
+def test_rank_spans(dv):
+    assert dv("[dv.rankSpans([]), dv.rankSpans([3]), dv.rankSpans([0, 1]), dv.rankSpans([8, 7, 5, 3, 2, 1, 0, 0])]") == \
+        ["", "3", "0, 1", "0–3, 5, 7, 8"]
 
 
 def test_join_words(dv):
@@ -193,7 +202,7 @@ GROUPS = [{"name": "0", "description": "default_pg", "size": 4, "ranks": [0, 1, 
 
 
 def test_process_groups_are_named_only_when_several_are_in_play(dv):
-    assert dv(f"dv.groupLines({js(GROUPS)})") == ["0 (default_pg): 4 ranks (0, 1, 2, 3)", "1: 2 ranks (0, 1)"]
+    assert dv(f"dv.groupLines({js(GROUPS)})") == ["0 (default_pg): 4 ranks (0–3)", "1: 2 ranks (0, 1)"]
     assert dv(f'[dv.groupLabel("0", {js(GROUPS)}), dv.groupLabel("", {js(GROUPS)}), dv.groupLabel("7")]') == \
         ["0 (default_pg)", "unnamed group", "7"]
     one = [{"group": "0"}, {"group": "0"}]

@@ -270,7 +270,7 @@ export function groupLines(groups) {
   return (groups || []).map((g) => {
     const ranks = Array.isArray(g.ranks) ? g.ranks : [];
     const size = isNumber(g.size) ? g.size : ranks.length;
-    return `${groupLabel(g.name, groups)}: ${counted(size, "rank")}${ranks.length ? ` (${ranks.join(", ")})` : ""}`;
+    return `${groupLabel(g.name, groups)}: ${counted(size, "rank")}${ranks.length ? ` (${rankSpans(ranks)})` : ""}`;
   });
 }
 
@@ -393,23 +393,41 @@ export function gpuText(gpu) {
 }
 
 /**
+ * Ranks as runs of consecutive numbers, so that a thousand take one line:
+ * [0, 1, 2, 3, 5, 7, 8] -> "0–3, 5, 7, 8".
+ * @param {number[]} ranks
+ * @returns {string}
+ */
+export function rankSpans(ranks) {
+  const sorted = [...new Set(ranks)].sort((a, b) => a - b);
+  const spans = [];
+  for (let i = 0; i < sorted.length; i++) {
+    let j = i;
+    while (j + 1 < sorted.length && sorted[j + 1] === sorted[j] + 1) j++;
+    spans.push(j - i >= 2 ? `${sorted[i]}–${sorted[j]}` : sorted.slice(i, j + 1).join(", "));
+    i = j;
+  }
+  return spans.join(", ");
+}
+
+/**
  * What the view assumed about ranks and processes (no distributedInfo, unusual worker names), as
- * warning lines.
+ * warning lines: one per assumption, naming the ranks it was made for.
  * @param {RankInfo[]} ranks
  * @param {TopoNode[]} topology
  * @returns {string[]}
  */
 export function assumedLines(ranks, topology) {
-  const lines = [];
-  for (const r of ranks || []) {
-    if ((r.assumed || []).length) lines.push(`${rankLabel(r.rank)} (${r.worker}): ${r.assumed.join("; ")}`);
-  }
-  for (const node of topology || []) {
-    for (const p of node.processes || []) {
-      if ((p.assumed || []).length) lines.push(`${rankLabel(p.rank)} (${p.worker}): ${p.assumed.join("; ")}`);
-    }
-  }
-  return lines;
+  /** @type {Map<string, {rank: number, worker: string}[]>} */
+  const made = new Map();
+  const note = (/** @type {{rank: number, worker: string, assumed?: string[]}} */ who) => {
+    for (const what of who.assumed || []) made.set(what, [...(made.get(what) || []), who]);
+  };
+  for (const r of ranks || []) note(r);
+  for (const node of topology || []) for (const p of node.processes || []) note(p);
+  return [...made].map(([what, who]) => (who.length === 1
+    ? `${rankLabel(who[0].rank)} (${who[0].worker}): ${what}`
+    : `Ranks ${rankSpans(who.map((w) => w.rank))}: ${what}`));
 }
 
 /**
