@@ -36,7 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def require_gpus(opts: Options, per_node: int) -> None:
     """Exit with a message when `per_node` ranks on CUDA cannot each have a GPU of this machine:
     NCCL needs one GPU per rank, and a rank without one fails with "invalid device ordinal"."""
-    have = torch.cuda.device_count() if opts.cuda else per_node
+    if not opts.cuda:
+        return  # gloo ranks share the CPU
+    have = torch.cuda.device_count()
     if per_node > have:
         raise SystemExit(f"ddp on CUDA runs one process per GPU: {per_node} asked for, this machine has {have} "
                          f"(use --nproc {have}, or --device cpu for ranks on the CPU over gloo)")

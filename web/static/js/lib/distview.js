@@ -421,7 +421,10 @@ export function assumedLines(ranks, topology) {
   /** @type {Map<string, {rank: number, worker: string}[]>} */
   const made = new Map();
   const note = (/** @type {{rank: number, worker: string, assumed?: string[]}} */ who) => {
-    for (const what of who.assumed || []) made.set(what, [...(made.get(what) || []), who]);
+    for (const what of who.assumed || []) {
+      if (!made.has(what)) made.set(what, []);
+      made.get(what)?.push(who);
+    }
   };
   for (const r of ranks || []) note(r);
   for (const node of topology || []) for (const p of node.processes || []) note(p);
