@@ -1,43 +1,43 @@
 """Bytes of one trace file from a local path or fsspec URL, gunzipped with a size cap.
 
 The cap stops a gzip bomb (a small file that inflates to many GB) before it exhausts
-memory. A gzip stream cut short (a job killed mid-write) yields what was inflated so far;
-the JSON decoder then recovers the complete events in it.
+memory (see server/inflate.py). A gzip stream cut short (a job killed mid-write) yields what
+was inflated so far; the JSON decoder then recovers the complete events in it. Only regular
+files are read (server/files.py): a FIFO or device named like a trace is refused at once.
 """
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field
 
-import fsspec
-
+from ..files import NotARegularFile, open_regular, read_capped
+from ..inflate import Inflated, InflateLimit, gunzip_capped
 from .decode import TraceFormatError
 
 DEFAULT_MAX_BYTES = 4 << 30
-_READ_BLOCK = 8 << 20
-# zlib reports corruption per call, losing that call's output: a failed block is fed again
-# in small steps from a snapshot of the inflater, to keep everything before the damage.
-_SALVAGE_STEP = 256
 
 
 @dataclass
 class RawTrace:
-    data: bytes
+    data: bytes | bytearray
     warnings: list[str] = field(default_factory=list)
 
 
 def read_trace_bytes(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> RawTrace:
     """Read and, for `.gz` files, inflate a trace; raises TraceFormatError with a user-facing message."""
     try:
-        with fsspec.open(path, "rb") as fh:
-            compressed = path.endswith(".gz")
-            if not compressed:
-                data = fh.read(max_bytes + 1)
-                if len(data) > max_bytes:
+        with open_regular(path) as fh:
+            if not path.endswith(".gz"):
+                data = read_capped(fh, max_bytes)
+                if data is None:
                     raise TraceFormatError(_too_big(max_bytes))
                 return RawTrace(data)
-            return _gunzip(fh, max_bytes)
+            try:
+                inflated = gunzip_capped(fh, max_bytes)
+            except InflateLimit:
+                raise TraceFormatError(_too_big(max_bytes)) from None
+    except NotARegularFile as exc:
+        raise TraceFormatError(f"could not read the file: {exc}") from None
     except FileNotFoundError as exc:
         raise TraceFormatError("could not read the file: it is gone (removed or rewritten since it was listed?)"
                                ) from exc
@@ -45,6 +45,23 @@ def read_trace_bytes(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> RawTrace:
         raise TraceFormatError(f"could not read the file: no permission ({exc.strerror or exc})") from exc
     except OSError as exc:
         raise TraceFormatError(f"could not read the file: {exc.strerror or exc}") from exc
+    return _checked(inflated)
+
+
+def _checked(inflated: Inflated) -> RawTrace:
+    """The inflated bytes, with a warning when the stream was damaged or cut short after some data."""
+    size = len(inflated.data)
+    if inflated.corrupt is not None:
+        if size == 0:
+            raise TraceFormatError(f"not a valid gzip file ({inflated.corrupt})")
+        return RawTrace(inflated.data, [f"the gzip stream is corrupt after {size:,} bytes ({inflated.corrupt}); "
+                                        "reading what came before"])
+    if inflated.cut_short:
+        if size == 0:
+            raise TraceFormatError("the gzip file is empty or cut short before any data")
+        return RawTrace(inflated.data, [f"the gzip file is cut short after {size:,} inflated bytes; "
+                                        "reading what came before"])
+    return RawTrace(inflated.data)
 
 
 def _too_big(max_bytes: int) -> str:
@@ -55,54 +72,3 @@ def _too_big(max_bytes: int) -> str:
     else:
         limit = f"{max_bytes} bytes"
     return f"the trace inflates beyond the {limit} limit (raise it with --max-trace-size)"
-
-
-def _inflate(inflater, data: bytes, parts: list[bytes], size: int, max_bytes: int) -> int:
-    """Inflate one block, never past the cap (so a bomb stops early); returns the new size."""
-    out = inflater.decompress(data, max_bytes + 1 - size)
-    while True:
-        parts.append(out)
-        size += len(out)
-        if size > max_bytes:
-            raise TraceFormatError(_too_big(max_bytes))
-        if not inflater.unconsumed_tail:
-            return size
-        out = inflater.decompress(inflater.unconsumed_tail, max_bytes + 1 - size)
-
-
-def _salvage(inflater, piece: bytes, parts: list[bytes], size: int, max_bytes: int) -> int:
-    """Inflate a block known to hold corruption in small steps, up to the damage."""
-    for start in range(0, len(piece), _SALVAGE_STEP):
-        try:
-            size = _inflate(inflater, piece[start:start + _SALVAGE_STEP], parts, size, max_bytes)
-        except zlib.error:
-            break
-    return size
-
-
-def _gunzip(fh, max_bytes: int) -> RawTrace:
-    inflater = zlib.decompressobj(wbits=31)
-    parts: list[bytes] = []
-    size = 0
-    warnings: list[str] = []
-    corrupt = False
-    while not corrupt and not inflater.eof:
-        block = fh.read(_READ_BLOCK)
-        if not block:
-            break
-        snapshot, kept, kept_size = inflater.copy(), len(parts), size
-        try:
-            size = _inflate(inflater, block, parts, size, max_bytes)
-        except zlib.error as exc:
-            inflater, size = snapshot, kept_size
-            del parts[kept:]
-            size = _salvage(inflater, block, parts, size, max_bytes)
-            if size == 0:
-                raise TraceFormatError(f"not a valid gzip file ({exc})") from exc
-            warnings.append(f"the gzip stream is corrupt after {size:,} bytes ({exc}); reading what came before")
-            corrupt = True
-    if not inflater.eof and not warnings:
-        if size == 0:
-            raise TraceFormatError("the gzip file is empty or cut short before any data")
-        warnings.append(f"the gzip file is cut short after {size:,} inflated bytes; reading what came before")
-    return RawTrace(b"".join(parts), warnings)

@@ -1,0 +1,104 @@
+"""Opening and inflating trace files (server/files.py, server/inflate.py, server/trace/read.py):
+special files are refused at once, and a gzip bomb is refused within its limit."""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from profboard.server.trace.decode import TraceFormatError
+from profboard.server.trace.read import read_trace_bytes
+
+
+def read_in_thread(path: str, timeout: float = 5.0, **kwargs) -> BaseException | object:
+    """read_trace_bytes(path) with a deadline: what it returned or raised, or fail if it hangs."""
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append(read_trace_bytes(path, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - handed back to the test
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        # Unblock the reader (it waits for a writer on the FIFO) so the thread can end.
+        if os.path.exists(path):
+            with open(path, "wb"):
+                pass
+        pytest.fail(f"reading {path} did not return within {timeout} s")
+    return outcome[0]
+
+
+@pytest.mark.parametrize("name", ["w.1.pt.trace.json", "w.1.pt.trace.json.gz"])
+def test_fifo_named_like_a_trace_is_refused_at_once(tmp_path, name):
+    path = tmp_path / name
+    os.mkfifo(path)
+    outcome = read_in_thread(str(path))
+    assert isinstance(outcome, TraceFormatError) and "FIFO" in str(outcome)
+
+
+def test_link_to_a_device_is_refused(tmp_path):
+    path = tmp_path / "w.1.pt.trace.json"
+    path.symlink_to("/dev/zero")
+    outcome = read_in_thread(str(path))
+    assert isinstance(outcome, TraceFormatError) and "device" in str(outcome)
+
+
+_PEAK_SCRIPT = """
+import sys
+from profboard.server.trace.read import read_trace_bytes
+
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+
+base = status("VmRSS")
+try:
+    outcome = len(read_trace_bytes(sys.argv[1], max_bytes=int(sys.argv[2])).data)
+except Exception as exc:
+    outcome = str(exc)
+print(repr(outcome), status("VmHWM") - base)
+"""
+
+
+def read_peak(path, limit: int) -> tuple[object, int]:
+    """(bytes read or the refusal, how far the reading process's resident memory rose) for
+    reading `path` in a fresh process."""
+    done = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, str(path), str(limit)], capture_output=True,
+                          text=True, check=True, timeout=120)
+    outcome, peak = done.stdout.rsplit(" ", 1)
+    return ast.literal_eval(outcome), int(peak)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads peak memory from /proc")
+def test_gzip_bomb_is_refused_within_its_limit(tmp_path):
+    """Refusing a bomb takes its limit in memory plus a few MiB, not twice the limit."""
+    limit = 128 << 20
+    path = tmp_path / "bomb.1.pt.trace.json.gz"
+    path.write_bytes(gzip.compress(b"\0" * (3 * limit), 6))
+    outcome, peak = read_peak(path, limit)
+    assert "limit" in outcome
+    assert peak < limit + (8 << 20), f"peak {peak / 2**20:.0f} MiB for a {limit >> 20} MiB limit"
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads peak memory from /proc")
+@pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
+def test_a_trace_takes_its_size_once(tmp_path, gz):
+    """A file under the limit is held once (not as pieces joined at the end): a few MiB over its size."""
+    data = b'{"traceEvents": [' + b" " * (96 << 20) + b"]}"
+    path = tmp_path / ("w.1.pt.trace.json" + (".gz" if gz else ""))
+    path.write_bytes(gzip.compress(data, 1) if gz else data)
+    outcome, peak = read_peak(path, 1 << 30)
+    assert outcome == len(data)
+    assert peak < len(data) + (8 << 20), f"peak {peak / 2**20:.0f} MiB for {len(data) >> 20} MiB"
