@@ -25,7 +25,7 @@ def load_trace(path: str, size: int, mtime: float, *, cache_dir: str | None = No
     `helpers`, a big trace's events are decoded on them too."""
     key = cache_key(path, size, mtime)
     if cache_dir:
-        cached = load_cached(cache_dir, key)
+        cached = load_cached(cache_dir, key, path)
         if cached is not None:
             return cached
     report = on_progress or (lambda _: None)
