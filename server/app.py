@@ -20,6 +20,7 @@ from .api import VIEWS, runs
 from .api.deps import Memo
 from .api.errors import BadParameter, NotFound, PublicError
 from .auth import TokenAuth
+from .hosts import HostCheck
 from .settings import Settings
 from .snapshot.cache import SnapshotCache
 from .store import TraceStore
@@ -55,6 +56,8 @@ def create_app(settings: Settings) -> FastAPI:
     if settings.token:
         # Wraps every route and mount (pages, static files, API, docs): nothing answers without it.
         app.add_middleware(TokenAuth, token=settings.token)
+    # Added last, so it runs first: a foreign Host or Origin is refused before any token is looked at.
+    app.add_middleware(HostCheck, host=settings.host, allow=settings.allow_hosts)
 
     @app.exception_handler(PublicError)
     async def public_error(request: Request, exc: PublicError) -> JSONResponse:

@@ -15,15 +15,27 @@ PROFBOARD_TOKEN puts everything behind one shared secret. A request passes with 
 Anything else under /api/, /static/ or /openapi.json gets a 401 in the API's error shape.
 Tokens are compared in constant time. The middleware is plain ASGI, so streamed responses
 (the raw trace download) pass through untouched.
+
+Wrong tokens (a bearer header, `?token=`, the login form) are limited in a sliding minute: ten
+per client address (an IPv6 client by its /64) and a hundred over all clients. Past either
+limit the request is answered 429 with Retry-After and its token is not compared at all, the
+right one included: otherwise the answer would tell a guesser which guess was right. The
+session cookie is no guess (an HMAC of the token), so signed-in browsers are never held back.
+A request that carries a valid credential is never asked for another: a cookie holder's
+`?token=` is dropped from the URL unchecked.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import html
+import ipaddress
 import json
+import logging
+import math
+import time
+from collections import deque
 from http.cookies import SimpleCookie
 from typing import Any, Awaitable, Callable
 from urllib.parse import parse_qsl, quote, urlencode
@@ -32,14 +44,18 @@ COOKIE = "profboard_session"
 LOGIN_PATH = "/login"
 _COOKIE_MAX_AGE = 30 * 24 * 3600
 _MAX_FORM_BYTES = 4096
-# A wrong token costs its sender this long: a guess per request is slower, a user barely notices.
-_FAILURE_DELAY_S = 0.25
+# Wrong tokens allowed in a sliding window: a person mistyping never meets them, a guesser soon does.
+FAILURES_PER_CLIENT = 10
+FAILURES_OVERALL = 100
+FAILURE_WINDOW_S = 60.0
 _JSON_PREFIXES = ("/api/", "/static/", "/openapi.json")
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+log = logging.getLogger("profboard")
 
 
 def session_value(token: str) -> str:
@@ -51,6 +67,56 @@ def _same(given: str, expected: str) -> bool:
     return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected.encode("utf-8", "surrogateescape"))
 
 
+def _client_key(address: str | None) -> str:
+    """The unit a limit applies to: an IPv4 address, or an IPv6 /64 (one host may use any address in it)."""
+    try:
+        ip = ipaddress.ip_address(address or "")
+    except ValueError:
+        return address or "unknown"
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
+class FailedTokens:
+    """Wrong tokens in a sliding window, per client and over all clients."""
+
+    def __init__(self, per_client: int = FAILURES_PER_CLIENT, overall: int = FAILURES_OVERALL,
+                 window_s: float = FAILURE_WINDOW_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_client, self.overall, self.window_s = per_client, overall, window_s
+        self._clock = clock
+        self._all: deque[float] = deque()
+        self._by_client: dict[str, deque[float]] = {}
+
+    def wait_s(self, address: str | None) -> int:
+        """Whole seconds before a token from `address` may be checked again; 0 when it may now."""
+        now = self._clock()
+        self._expire(self._all, now)
+        mine = self._by_client.get(_client_key(address), deque())
+        self._expire(mine, now)
+        # A count falls below its limit when the failure `limit` places from the end leaves the window.
+        until = [times[-limit] + self.window_s for times, limit in ((mine, self.per_client), (self._all, self.overall))
+                 if len(times) >= limit]
+        return max(1, math.ceil(max(until) - now)) if until else 0
+
+    def record(self, address: str | None) -> bool:
+        """Counts a wrong token from `address`; True when that reaches a limit."""
+        now = self._clock()
+        key = _client_key(address)
+        mine = self._by_client.setdefault(key, deque())
+        mine.append(now)
+        self._all.append(now)
+        if len(self._by_client) > self.overall:  # forget clients whose failures have all left the window
+            self._by_client = {k: v for k, v in self._by_client.items() if v[-1] > now - self.window_s}
+        return len(mine) >= self.per_client or len(self._all) >= self.overall
+
+    def _expire(self, times: deque[float], now: float) -> None:
+        while times and times[0] <= now - self.window_s:
+            times.popleft()
+
+
 class TokenAuth:
     """ASGI middleware: passes authorised requests to `app`, answers the others itself."""
 
@@ -60,6 +126,7 @@ class TokenAuth:
         self.app = app
         self._token = token
         self._session = session_value(token)
+        self._failures = FailedTokens()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):  # lifespan
@@ -68,19 +135,29 @@ class TokenAuth:
         path = scope["path"]
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         given = [v for k, v in query if k == "token"]
-        authorised = self._authorised(_headers(scope))
+        headers = _headers(scope)
+        address = (scope.get("client") or (None,))[0]
+        authorised = self._has_session(headers)
+        wait_s = 0
+        if not authorised and "authorization" in headers:
+            wait_s = self._failures.wait_s(address)
+            authorised = not wait_s and self._counted(address, self._bearer_ok(headers))
         if scope["type"] == "websocket":
             if authorised:
                 await self.app(scope, receive, send)
             else:
                 await send({"type": "websocket.close", "code": 1008})
             return
-        if authorised and not given and path != LOGIN_PATH:
-            await self.app(scope, receive, send)
-            return
         method = scope["method"]
-        if path == LOGIN_PATH and method == "POST":
-            await self._login(scope, receive, send)
+        if authorised and path != LOGIN_PATH:
+            if given and method in ("GET", "HEAD"):
+                # Signed in already: the token only leaves the address bar, unchecked.
+                location = _without_token(path, query).encode("latin-1", "replace")
+                await _send(send, 303, b"", "text/plain", [(b"location", location)])
+            else:
+                await self.app(scope, receive, send)
+        elif path == LOGIN_PATH and method == "POST":
+            await self._login(scope, receive, send, address, authorised)
         elif path == LOGIN_PATH:
             target = _local(dict(query).get("next", "/"))
             if authorised:
@@ -88,24 +165,32 @@ class TokenAuth:
             else:
                 await _send(send, 401, *_login_page(target, None))
         elif given and method in ("GET", "HEAD"):
-            # Checked even with a valid cookie: the redirect takes the token out of the address bar.
-            if _same(given[-1], self._token):
-                rest = urlencode([(k, v) for k, v in query if k != "token"])
-                await self._grant(scope, send, quote(path) + (f"?{rest}" if rest else ""))
+            wait_s = self._failures.wait_s(address)
+            if wait_s:
+                await _too_many(send, path, _without_token(path, query), wait_s)
+            elif self._counted(address, _same(given[-1], self._token)):
+                await self._grant(scope, send, _without_token(path, query))
             else:
-                await asyncio.sleep(_FAILURE_DELAY_S)
                 await self._deny(scope, send, path, "wrong token")
-        elif authorised:
-            await self.app(scope, receive, send)
+        elif wait_s:
+            await _too_many(send, path, _without_token(path, query), wait_s)
         else:
             await self._deny(scope, send, path, None)
 
-    def _authorised(self, headers: dict[str, str]) -> bool:
+    def _counted(self, address: str | None, right: bool) -> bool:
+        """`right`, after counting a wrong token against `address`."""
+        if not right and self._failures.record(address):
+            log.warning("too many wrong tokens (from %s, or from all clients): tokens are not checked for up to "
+                        "%.0f s", _client_key(address), self._failures.window_s)
+        return right
+
+    def _bearer_ok(self, headers: dict[str, str]) -> bool:
         scheme, _, credentials = headers.get("authorization", "").partition(" ")
         # Header bytes were decoded as latin-1: compare the bytes the client sent with the token's UTF-8.
-        if scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip().encode("latin-1"),
-                                                              self._token.encode("utf-8", "surrogateescape")):
-            return True
+        return scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip().encode("latin-1"),
+                                                                  self._token.encode("utf-8", "surrogateescape"))
+
+    def _has_session(self, headers: dict[str, str]) -> bool:
         cookie = SimpleCookie()
         try:
             cookie.load(headers.get("cookie", ""))
@@ -121,16 +206,16 @@ class TokenAuth:
             body = json.dumps({"error": {"code": "unauthorized", "message": message}}).encode()
             await _send(send, 401, body, "application/json", [(b"www-authenticate", b"Bearer")])
             return
-        query = scope.get("query_string", b"").decode("latin-1")
-        clean = urlencode([(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "token"])
         if problem is None and _headers(scope).get("sec-fetch-site") == "cross-site":
             # A link followed from another site (chat, a wiki) arrives without the SameSite=Strict
             # cookie even when the user has one: reload once from this page, which sends it.
             await _send(send, 401, _RELOAD_PAGE, "text/html; charset=utf-8")
             return
-        await _send(send, 401, *_login_page(quote(path) + (f"?{clean}" if clean else ""), problem))
+        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        await _send(send, 401, *_login_page(_without_token(path, query), problem))
 
-    async def _login(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _login(self, scope: Scope, receive: Receive, send: Send, address: str | None,
+                     authorised: bool) -> None:
         body, too_big = b"", False
         while True:
             message = await receive()
@@ -142,11 +227,15 @@ class TokenAuth:
                 break
         form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)) if not too_big else {}
         target = _local(form.get("next", "/"))
-        if _same(form.get("token", ""), self._token):
+        token = form.get("token", "")
+        # Asked after the body is read, with no await before the count: concurrent posts queue up here.
+        wait_s = self._failures.wait_s(address) if token and not authorised else 0
+        if authorised or (token and not wait_s and self._counted(address, _same(token, self._token))):
             await self._grant(scope, send, target)
-            return
-        await asyncio.sleep(_FAILURE_DELAY_S)
-        await _send(send, 401, *_login_page(target, "wrong token" if form.get("token") else "enter the token"))
+        elif wait_s:
+            await _too_many(send, LOGIN_PATH, target, wait_s)
+        else:
+            await _send(send, 401, *_login_page(target, "wrong token" if token else "enter the token"))
 
     async def _grant(self, scope: Scope, send: Send, target: str) -> None:
         """Set the session cookie and send the browser on to `target` (a local path)."""
@@ -168,6 +257,12 @@ def _headers(scope: Scope) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
 
 
+def _without_token(path: str, query: list[tuple[str, str]]) -> str:
+    """The request's path and query, less any `token` parameter, percent-encoded."""
+    rest = urlencode([(k, v) for k, v in query if k != "token"])
+    return quote(path) + (f"?{rest}" if rest else "")
+
+
 def _local(target: str) -> str:
     """`target` if it is a path on this server, else "/": the login never redirects elsewhere."""
     if not target.startswith("/") or target.startswith("//") or "\\" in target or any(
@@ -182,6 +277,17 @@ async def _send(send: Send, status: int, body: bytes, content_type: str,
                (b"cache-control", b"no-store"), *(extra or [])]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _too_many(send: Send, path: str, target: str, wait_s: int) -> None:
+    """429 for a token that was not checked: in the API's error shape, or as the login page."""
+    message = f"too many wrong tokens: try again in {wait_s} s (until then no token is checked, against guessing)"
+    retry = [(b"retry-after", str(wait_s).encode())]
+    if path.startswith(_JSON_PREFIXES):
+        body = json.dumps({"error": {"code": "too_many_attempts", "message": message}}).encode()
+        await _send(send, 429, body, "application/json", retry)
+    else:
+        await _send(send, 429, *_login_page(target, message), retry)
 
 
 _RELOAD_PAGE = (b'<!doctype html><html lang="en"><head><meta charset="utf-8">'

@@ -48,8 +48,11 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 def _settings(args: argparse.Namespace, logdir: str) -> Settings:
     cache = None if args.no_cache else (args.cache_dir or _default_cache_dir())
+    # `profboard summary` serves nothing: it has neither a host nor allowed names.
+    host = "0.0.0.0" if getattr(args, "bind_all", False) else getattr(args, "host", Settings.host)
     return Settings(logdir=logdir, cache_dir=cache, max_trace_bytes=args.max_trace_size,
-                    max_snapshot_bytes=args.max_snapshot_size, token=getattr(args, "token", None))
+                    max_snapshot_bytes=args.max_snapshot_size, token=getattr(args, "token", None),
+                    host=host, allow_hosts=tuple(getattr(args, "allow_hosts", ())))
 
 
 def _serve_parser() -> argparse.ArgumentParser:
@@ -64,6 +67,11 @@ def _serve_parser() -> argparse.ArgumentParser:
     parser.add_argument("--token", default=os.environ.get("PROFBOARD_TOKEN") or None,
                         help="require this token (or password) for every page and API request; "
                              "prefer the PROFBOARD_TOKEN environment variable: other users can read a command line")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME", dest="allow_hosts",
+                        help="also answer requests for this host name (repeatable); by default only localhost, "
+                             "IP addresses, the --host name and this machine's names are, against DNS rebinding. "
+                             "'.example.com' allows example.com and its subdomains; '*' allows any name "
+                             "(e.g. behind a proxy that rewrites the Host header)")
     parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", dest="storage_options",
                         help="option for the remote logdir's fsspec filesystem, e.g. endpoint_url=http://minio:9000 "
                              "(repeatable; JSON values allowed; secrets go in environment variables)")

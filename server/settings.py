@@ -18,3 +18,6 @@ class Settings:
     rescan_seconds: float = 5.0
     # When set, every request needs it (server/auth.py); kept out of repr so it never reaches a log.
     token: str | None = field(default=None, repr=False)
+    # Host names requests may carry besides the defaults (server/hosts.py); the bind host is one of those.
+    host: str = "127.0.0.1"
+    allow_hosts: tuple[str, ...] = ()

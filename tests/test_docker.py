@@ -179,6 +179,8 @@ def test_entrypoint_without_a_token_serves_and_warns(tmp_path: Path):
             assert time.monotonic() < deadline, runs
             time.sleep(0.2)
         assert [(r["name"], r["status"]) for r in runs] == [(RUN_FOLDER.name, "ready")]
+        # Bound to 0.0.0.0, it still answers only to its own names (no DNS rebinding through the port).
+        assert httpx.get(f"http://127.0.0.1:{port}/api/runs", headers={"Host": "evil.example"}).status_code == 403
         done = _health(tmp_path, port, None)
         assert done.returncode == 0, done.stderr
     finally:

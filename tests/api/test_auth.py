@@ -2,7 +2,10 @@
 
 Against the real server: API answers 401 in the error shape, pages answer a login form,
 `Authorization: Bearer`, `?token=` (sets the cookie and redirects without it), the login
-form, wrong tokens and a cookie made for another token.
+form, wrong tokens and a cookie made for another token; wrong tokens past the limit answer 429.
+
+The module's shared server counts every wrong token its tests send from 127.0.0.1 (eight): keep
+them under the limit of ten a minute, and test the limit on a server of its own.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,9 +63,8 @@ class TokenServer:
         stop_process(self.process)
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory):
-    tmp = tmp_path_factory.mktemp("auth_server")
+def start_token_server(tmp: Path) -> TokenServer:
+    """`profboard --token TOKEN` on LOGDIR, loaded; the caller stops it."""
     port = free_port()
     log_path = tmp / "profboard.log"
     command = [sys.executable, "-m", "profboard.server.cli", "--logdir", str(LOGDIR), "--port", str(port),
@@ -70,6 +74,16 @@ def server(tmp_path_factory: pytest.TempPathFactory):
     server = TokenServer(f"http://127.0.0.1:{port}", process, log_path)
     try:
         server.wait_until_loaded()
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    server = start_token_server(tmp_path_factory.mktemp("auth_server"))
+    try:
         yield server
     finally:
         server.stop()
@@ -247,3 +261,131 @@ def test_auth_redirect_keeps_an_odd_path_intact(server):
     response = anonymous(server, "/no such page/é", params={"token": TOKEN, "q": "a b&c"})
     assert response.status_code == 303
     assert response.headers["location"] == "/no%20such%20page/%C3%A9?q=a+b%26c"
+
+
+# ---------------------------------------------------------------------------------------------
+# Wrong tokens are limited: per client address and over the whole server, in a sliding minute
+
+
+def assert_too_many(response: httpx.Response) -> int:
+    """Checks a 429 in the API's error shape; returns its Retry-After in seconds."""
+    assert response.status_code == 429, (response.request.url, response.status_code, response.text[:200])
+    body = response.json()
+    assert set(body) == {"error"} and body["error"]["code"] == "too_many_attempts", body
+    assert "try again in" in body["error"]["message"]
+    retry = int(response.headers["retry-after"])
+    assert 1 <= retry <= 60
+    return retry
+
+
+def test_auth_wrong_tokens_past_the_limit_are_refused_unchecked(tmp_path: Path):
+    server = start_token_server(tmp_path)  # its own: this test locks 127.0.0.1 out for a minute
+    try:
+        # Concurrent guesses used to be checked all at once: now ten are, the rest are refused.
+        def guess(n: int) -> int:
+            return anonymous(server, "/api/runs", headers={"Authorization": f"Bearer guess-{n}"}).status_code
+
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            statuses = Counter(pool.map(guess, range(40)))
+        assert statuses == {401: 10, 429: 30}
+        # Past the limit no token is compared, so even the right one tells a guesser nothing.
+        assert_too_many(anonymous(server, "/api/runs", headers={"Authorization": f"Bearer {TOKEN}"}))
+        page = anonymous(server, "/overview", params={"token": TOKEN})
+        assert page.status_code == 429 and "Too many wrong tokens" in page.text and "retry-after" in page.headers
+        assert "set-cookie" not in page.headers
+        with httpx.Client(base_url=server.base, follow_redirects=False, timeout=30) as client:
+            form = client.post("/login", data={"token": TOKEN, "next": "/"})
+        assert form.status_code == 429 and "Too many wrong tokens" in form.text and "set-cookie" not in form.headers
+        # A session cookie is no guess (an HMAC nobody can forge): signed-in users carry on.
+        signed_in = anonymous(server, "/api/runs", cookies={COOKIE: session_value(TOKEN)})
+        assert signed_in.status_code == 200 and signed_in.json()["runs"][0]["name"] == RUN
+        stale_link = anonymous(server, "/overview", params={"run": RUN, "token": "an old token"},
+                               cookies={COOKIE: session_value(TOKEN)})
+        assert stale_link.status_code == 303 and stale_link.headers["location"] == f"/overview?run={RUN}"
+        # A request that sends no token is answered as before.
+        assert_unauthorized(anonymous(server, "/api/runs"))
+    finally:
+        server.stop()
+
+
+def test_auth_concurrent_login_posts_are_counted_one_by_one():
+    # The form's body arrives after an await: each post is counted as its token is compared.
+    import asyncio
+
+    from profboard.server.auth import FAILURES_PER_CLIENT, TokenAuth
+
+    async def never(scope, receive, send):
+        raise AssertionError("no wrong token gets through")
+
+    guarded = TokenAuth(never, TOKEN)
+
+    async def post(n: int) -> int:
+        sent: list[dict] = []
+
+        async def receive() -> dict:
+            await asyncio.sleep(0)
+            return {"type": "http.request", "body": f"token=guess-{n}&next=/".encode(), "more_body": False}
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": "/login", "query_string": b"", "scheme": "http",
+                 "headers": [(b"content-type", b"application/x-www-form-urlencoded")], "client": ("192.0.2.5", 1)}
+        await guarded(scope, receive, send)
+        return sent[0]["status"]
+
+    async def burst() -> list[int]:
+        return await asyncio.gather(*(post(n) for n in range(30)))
+
+    assert Counter(asyncio.run(burst())) == {401: FAILURES_PER_CLIENT, 429: 30 - FAILURES_PER_CLIENT}
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_auth_failure_limit_slides_over_a_minute_per_client():
+    from profboard.server.auth import FailedTokens
+
+    clock = _Clock()
+    failures = FailedTokens(per_client=3, overall=100, window_s=60, clock=clock)
+    for _ in range(3):
+        assert failures.wait_s("192.0.2.1") == 0
+        failures.record("192.0.2.1")
+        clock.now += 10
+    # Fails at 1000, 1010, 1020; now 1030: the first one leaves the window at 1060.
+    assert failures.wait_s("192.0.2.1") == 30
+    assert failures.wait_s("192.0.2.2") == 0, "another address is not held back"
+    clock.now = 1060
+    assert failures.wait_s("192.0.2.1") == 0
+
+
+def test_auth_failure_limit_keys_ipv6_clients_by_their_64_prefix():
+    from profboard.server.auth import FailedTokens
+
+    failures = FailedTokens(per_client=2, overall=100, window_s=60, clock=_Clock())
+    failures.record("2001:db8:1:2::1")
+    failures.record("2001:db8:1:2:ffff::9")  # the same /64: one host can take any of its addresses
+    assert failures.wait_s("2001:db8:1:2::77") > 0
+    assert failures.wait_s("2001:db8:1:3::1") == 0
+    failures.record("::ffff:192.0.2.7")
+    failures.record("192.0.2.7")
+    assert failures.wait_s("192.0.2.7") > 0
+
+
+def test_auth_failure_limit_has_a_ceiling_over_all_clients():
+    from profboard.server.auth import FailedTokens
+
+    clock = _Clock()
+    failures = FailedTokens(per_client=10, overall=20, window_s=60, clock=clock)
+    for n in range(20):  # many addresses, one guess each
+        failures.record(f"198.51.100.{n}")
+        clock.now += 1
+    # Failures at 1000..1019, now 1020: a fresh address waits until the first leaves the window, at 1060.
+    assert failures.wait_s("203.0.113.1") == 40
+    clock.now = 1060
+    assert failures.wait_s("203.0.113.1") == 0
