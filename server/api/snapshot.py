@@ -5,15 +5,15 @@ top allocation sites."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel
 
 from ..logdir import SnapshotFile
-from ..snapshot import SnapshotError, active_timeline, allocator_state, summary, top_sites
-from ..snapshot.cache import Loaded
-from ..snapshot.history import segment_devices
+from ..snapshot import SnapshotError
+from ..snapshot.cache import SnapshotCache
+from ..snapshot.worker import Loaded
 from .deps import get_store
 from .errors import BadParameter, NotFound, SnapshotRefused
 
@@ -89,7 +89,14 @@ class Picked:
     run: str
     file: SnapshotFile
     files: list[SnapshotFile]
-    loaded: Loaded
+    cache: SnapshotCache
+
+    def call(self, method: Callable[..., Any], *args: Any) -> Any:
+        """`method` of the loaded snapshot (worker.Loaded), run where it lives; a refusal is a 422."""
+        try:
+            return self.cache.call(self.file.path, self.file.size, self.file.mtime, method, *args)
+        except SnapshotError as exc:
+            raise SnapshotRefused(f"{self.file.name}: {exc}") from None
 
     def device(self, device: int | None) -> int:
         """The asked device, checked, or the first with segments or history."""
@@ -102,14 +109,14 @@ class Picked:
         return device
 
     def devices(self) -> list[int]:
-        return segment_devices(self.loaded.snap)
+        return self.call(Loaded.devices)
 
 
 def select_snapshot(request: Request,
                     run: str = Query(..., description="Run name, as listed by /api/runs"),
                     file: str | None = Query(None, description="Snapshot file name, as listed by /api/runs "
                                              "(default: the run's first)")) -> Picked:
-    """Dependency: the run's snapshot, loaded through the restricted unpickler."""
+    """Dependency: the run's snapshot, loaded (through the restricted unpickler, in a process of its own)."""
     state = get_store(request).run(run)
     if state is None:
         raise NotFound(f"unknown run {run!r}")
@@ -119,11 +126,7 @@ def select_snapshot(request: Request,
     chosen = files[0] if file is None else state.run.snapshot(file)
     if chosen is None:
         raise NotFound(f"run {run!r} has no snapshot {file!r} (it has: {', '.join(f.name for f in files)})")
-    try:
-        loaded = request.app.state.snapshots.get(chosen.path, chosen.size, chosen.mtime)
-    except SnapshotError as exc:
-        raise SnapshotRefused(f"{chosen.name}: {exc}") from None
-    return Picked(run, chosen, files, loaded)
+    return Picked(run, chosen, files, request.app.state.snapshots)
 
 
 router = APIRouter(tags=["memory snapshot"])
@@ -135,7 +138,7 @@ def get_snapshot(picked: Picked = Depends(select_snapshot)) -> dict[str, Any]:
     """Totals over the snapshot and per device: reserved, allocated, inactive (fragmentation),
     awaiting free, history length and OOM events; and the run's snapshot files."""
     return {"run": picked.run, "file": picked.file.name,
-            "files": [{"name": f.name, "size_bytes": f.size} for f in picked.files], **summary(picked.loaded.snap)}
+            "files": [{"name": f.name, "size_bytes": f.size} for f in picked.files], **picked.call(Loaded.summary)}
 
 
 @router.get("/api/memory/snapshot/timeline", response_model=Timeline)
@@ -145,8 +148,7 @@ def get_timeline(picked: Picked = Depends(select_snapshot), device: int | None =
                  ) -> dict[str, Any]:
     """Live allocations over the recorded history (x: trace entry index), the largest as bands,
     the rest summed as `other_bytes`; each band's size, times and allocation site."""
-    dev = picked.device(device)
-    return active_timeline(picked.loaded.snap, dev, max_allocations, max_points, history=picked.loaded.history(dev))
+    return picked.call(Loaded.timeline, picked.device(device), max_allocations, max_points)
 
 
 @router.get("/api/memory/snapshot/state", response_model=State)
@@ -155,10 +157,10 @@ def get_state(picked: Picked = Depends(select_snapshot), device: int | None = _D
                                      "default: the snapshot's own final state)")) -> dict[str, Any]:
     """The allocator's segments and their blocks (allocated, inactive, awaiting free) after entry `at`."""
     dev = picked.device(device)
-    history = picked.loaded.history(dev)
-    if at is not None and at >= len(history.entries):
-        raise BadParameter(f"at: the history of device {dev} has {len(history.entries)} entries (0..{len(history.entries) - 1})")
-    found = allocator_state(picked.loaded.snap, dev, at, history=history)
+    entries = picked.call(Loaded.entries, dev)
+    if at is not None and at >= entries:
+        raise BadParameter(f"at: the history of device {dev} has {entries} entries (0..{entries - 1})")
+    found = picked.call(Loaded.state, dev, at)
     return {k: v for k, v in found.items() if k != "at"}
 
 
@@ -169,6 +171,4 @@ def get_sites(picked: Picked = Depends(select_snapshot), device: int | None = _D
                   "total_bytes", description="Order: bytes over all allocations, at the peak, still live, or calls")
               ) -> dict[str, Any]:
     """The top allocation sites (first frame in user code, else the operator) with their stacks."""
-    dev = None if device is None else picked.device(device)
-    histories = {d: picked.loaded.history(d) for d in (picked.devices() if dev is None else [dev])}
-    return top_sites(picked.loaded.snap, dev, n, by, histories=histories)
+    return picked.call(Loaded.sites, None if device is None else picked.device(device), n, by)

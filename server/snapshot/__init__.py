@@ -3,8 +3,10 @@
 A snapshot is a pickle of plain data: `segments` (what the allocator holds from CUDA at the
 moment of the snapshot, each split into blocks) and, when `_record_memory_history` was on,
 `device_traces` (per device, the allocator's recent actions with their stacks). `unpickle`
-reads it without running anything it carries; the other modules are pure functions of the
-loaded dict that return plain JSON-able data:
+reads it without running anything it carries, and refuses one whose shared references expand
+past a budget; the server does that, and runs the analyses, in a process of its own per
+snapshot with processor time and memory limited to the file's size (`worker`, `cache`). The
+analysis modules are pure functions of the loaded dict that return plain JSON-able data:
 
 - `summary`: totals per device and overall (summary.py);
 - `active_timeline`: live allocations over the history, stacked (timeline.py);

@@ -6,12 +6,18 @@ number is spelled out next to the assertion.
 
 from __future__ import annotations
 
+import ast
 import copyreg
 import gzip
+import importlib.util
 import json
 import os
 import pickle
 import pickletools
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +26,8 @@ import pytest
 from profboard.server.snapshot import (NotASnapshot, SnapshotError, SnapshotTooLarge, UnsafeSnapshot,
                                        active_timeline, allocator_state, build_history, load_snapshot,
                                        summary, top_sites)
+from profboard.server.snapshot.cache import SnapshotCache
+from profboard.server.snapshot.worker import AnalysisFailed, Loaded
 
 MiB = 2**20
 SEG = 0x7F0000000000
@@ -483,8 +491,9 @@ def test_extension_registry_and_persistent_ids_are_refused(tmp_path):
     (pickle.dumps([1, 2, 3]), "holds a list"),
     (pickle.dumps({"traceEvents": []}), "no 'segments'"),
     (b"PK\x03\x04rest", "zip archive"),
-    (b"\x1f\x8b\x08\x00garbage", "corrupt or truncated gzip"),
-], ids=["empty", "json", "truncated", "list", "no-segments", "zip", "bad-gzip"])
+    (b"\x1f\x8b\x08\x00garbage", "corrupt|cut short"),
+    (gzip.compress(pickle.dumps({"segments": []}))[:-12], "cut short"),
+], ids=["empty", "json", "truncated", "list", "no-segments", "zip", "bad-gzip", "cut-short-gzip"])
 def test_not_a_snapshot(data, message):
     with pytest.raises(NotASnapshot, match=message):
         load_snapshot(data)
@@ -502,3 +511,163 @@ def test_size_limits(tmp_path):
         load_snapshot(bomb, max_bytes=MiB)
     with pytest.raises(SnapshotError, match="cannot read"):
         load_snapshot(tmp_path / "missing.pickle")
+
+
+# ---------------------------------------------------------------- hostile files: bombs, laughs, hangs
+
+
+_PEAK_SCRIPT = """
+import sys
+from profboard.server.snapshot import load_snapshot
+
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+
+base = status("VmRSS")
+try:
+    outcome = len(load_snapshot(sys.argv[1], max_bytes=int(sys.argv[2]))["segments"])
+except Exception as exc:
+    outcome = str(exc)
+print(repr(outcome), status("VmHWM") - base)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads peak memory from /proc")
+def test_gzip_bomb_snapshot_is_refused_within_its_limit(tmp_path):
+    """Refusing a snapshot that inflates past its limit takes the limit plus a few MiB, not twice it."""
+    limit = 128 * MiB
+    path = tmp_path / "bomb.pickle.gz"
+    path.write_bytes(gzip.compress(b"\0" * (3 * limit), 6))
+    done = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, str(path), str(limit)], capture_output=True,
+                          text=True, check=True, timeout=120)
+    outcome, peak = done.stdout.rsplit(" ", 1)
+    assert "limit" in ast.literal_eval(outcome)
+    assert int(peak) < limit + 8 * MiB, f"peak {int(peak) / MiB:.0f} MiB for a {limit // MiB} MiB limit"
+
+
+def laughs(n: int) -> bytes:
+    """n segments that are one segment, holding n blocks that are one block: 8 KB for n = 2000,
+    which the analyses walk as 4 million blocks."""
+    b = block(SEG, 512)
+    s = segment(SEG, [b])
+    s["blocks"] = [b] * n
+    return pickle.dumps({"segments": [s] * n}, protocol=4)
+
+
+def nested(depth: int, fan: int = 10) -> list:
+    x = ["lol"]
+    for _ in range(depth):
+        x = [x] * fan
+    return x
+
+
+def deep_list(depth: int) -> bytes:
+    """{"segments": [], "x": [[[...]]]} nested `depth` deep, from opcodes (pickle.dumps would recurse)."""
+    return b"\x80\x04}(\x8c\x08segments]\x8c\x01x" + b"]" * depth + b"a" * (depth - 1) + b"u."
+
+
+@pytest.mark.parametrize("data, message", [
+    (laughs(2000), "expand"),
+    (pickle.dumps({"segments": [], "allocator_settings": {"x": nested(12)}}, protocol=4), "expand"),
+    (deep_list(100_000), "nested"),
+], ids=["segments-of-blocks", "nested-lists", "deep"])
+def test_billion_laughs_is_refused_quickly(data, message):
+    assert len(data) < 400_000
+    start = time.perf_counter()
+    with pytest.raises(SnapshotError, match=message):
+        load_snapshot(data)
+    assert time.perf_counter() - start < 2
+
+
+@pytest.mark.parametrize("which", ["fixture", "synthetic"])
+def test_real_and_synthetic_snapshots_expand_within_the_budget(which, request):
+    """Frames shared between entries are no laughs: the budget leaves them room."""
+    if which == "fixture":
+        data = request.getfixturevalue("fixture_path").read_bytes()
+    else:
+        spec = importlib.util.spec_from_file_location("bench_snapshot", Path(__file__).parents[2] / "bench/snapshot.py")
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+        data = pickle.dumps(bench.synthetic(20_000), protocol=4)
+    assert load_snapshot(data)["segments"]
+
+
+def test_refusal_is_remembered_until_the_file_changes(tmp_path):
+    path = tmp_path / "evil.pickle"
+    path.write_bytes(pickle.dumps({"segments": [], "x": _RunsShell(tmp_path / "ran")}))
+    cache = SnapshotCache(MiB)
+    identity = (str(path), path.stat().st_size, path.stat().st_mtime)
+    with pytest.raises(UnsafeSnapshot, match="system"):
+        cache.get(*identity)
+    path.unlink()  # were it read again, the answer would be "cannot read the file"
+    with pytest.raises(UnsafeSnapshot, match="system"):
+        cache.get(*identity)
+    path.write_bytes(pickle.dumps({"segments": []}))  # changed: read again
+    cache.get(str(path), path.stat().st_size, path.stat().st_mtime)
+    assert not (tmp_path / "ran").exists()
+
+
+def test_snapshots_answer_from_their_own_process_and_make_room(tmp_path):
+    paths = []
+    for n in (1, 2):
+        path = tmp_path / f"s{n}.pickle"
+        path.write_bytes(pickle.dumps(snap([segment(SEG, [block(SEG, 512 * n)])], [ev("alloc", SEG, 512 * n)])))
+        paths.append((str(path), path.stat().st_size, path.stat().st_mtime))
+    cache = SnapshotCache(MiB, keep=1)
+    first = cache.get(*paths[0])
+    assert cache.call(*paths[0], Loaded.summary)["allocated_bytes"] == 512
+    assert cache.call(*paths[1], Loaded.summary)["allocated_bytes"] == 1024  # closes the first's process
+    with pytest.raises(SnapshotError, match="unloaded"):
+        first.call(Loaded.devices)
+    assert cache.call(*paths[0], Loaded.entries, 0) == 1  # loaded again
+    # An analysis that raises is reported; the file is not refused for it.
+    with pytest.raises(AnalysisFailed, match="could not analyse"):
+        cache.call(*paths[0], Loaded.state, 0, "not an index")
+    assert cache.call(*paths[0], Loaded.state, 0, None)["totals"]["allocated_bytes"] == 512
+
+
+def hash_bomb(depth: int) -> bytes:
+    """A dict key that is a pair of pairs of pairs ... `depth` deep: 100 bytes, 2**depth to hash."""
+    return b"\x80\x04}(\x8c\x08segments])" + b"2\x86" * depth + b"K\x01u."
+
+
+def deep_key(depth: int) -> bytes:
+    """A dict key nested `depth` deep: hashing it overflows the C stack of the process."""
+    return b"\x80\x04}(\x8c\x08segments]N" + b"\x85" * depth + b"K\x01u."
+
+
+def empty_sets(n: int) -> bytes:
+    """n empty sets: one byte of pickle each, about 200 bytes of memory each."""
+    return b"\x80\x04}(\x8c\x08segments]\x8c\x01x](" + b"\x8f" * n + b"eu."
+
+
+@pytest.mark.parametrize("data, message", [
+    (hash_bomb(40), "processor time"),
+    (deep_key(1_000_000), "crashed"),
+    (empty_sets(4_000_000), "memory"),
+], ids=["hash-bomb", "deep-key", "empty-sets"])
+def test_hostile_pickles_are_stopped_without_stalling_the_caller(data, message, tmp_path):
+    """What the unpickler itself does (hash, recurse, allocate) is bounded in its own process;
+    the caller's threads keep running meanwhile."""
+    path = tmp_path / "hostile.pickle"
+    path.write_bytes(data)
+    ticks, stop = [], threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(0.05):
+            ticks.append(time.perf_counter())
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    start = time.perf_counter()
+    try:
+        with pytest.raises(SnapshotError, match=message):
+            SnapshotCache(1 << 30, cpu_seconds=1).get(str(path), len(data), path.stat().st_mtime)
+    finally:
+        stop.set()
+        ticker.join()
+    assert time.perf_counter() - start < 30
+    gaps = [b - a for a, b in zip([start, *ticks], ticks)]
+    assert max(gaps) < 1, f"the caller stalled for {max(gaps):.1f} s"

@@ -1,7 +1,8 @@
 """The Memory and Memory Snapshot APIs against the real `profboard` command: a current trace
 with memory records and a snapshot beside it, a legacy trace (no totals, no addresses), a
-trace without memory records, a run holding only a snapshot, and snapshot files that are
-unsafe or not snapshots at all."""
+trace without memory records, a run holding only a snapshot, snapshot files that are
+unsafe or not snapshots at all, and hostile ones (a gzip bomb, a billion laughs, a pickle that
+hashes for hours)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import json
 import os
 import pickle
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -44,8 +47,15 @@ def memory_server(start_server, fixtures_dir: Path, tmp_path_factory: pytest.Tem
     (root / "unsafe").mkdir()
     (root / "unsafe" / "evil_snapshot.pickle").write_bytes(pickle.dumps(_Payload(marker)))
     (root / "unsafe" / "notes.pickle").write_bytes(b"this is not a pickle")
-    server = start_server(root, tmp_path_factory.mktemp("memory_server"),
-                          expect=[*runs, "snapshot_only", "unsafe"], timeout=90)
+    (root / "hostile").mkdir()
+    (root / "hostile" / "bomb.pickle.gz").write_bytes(gzip.compress(b"\0" * (80 << 20), 9))
+    block = {"address": 0, "size": 512, "requested_size": 512, "state": "active_allocated"}
+    laughs = {"device": 0, "address": 0, "total_size": 512, "blocks": [block] * 2000}
+    (root / "hostile" / "laughs.pickle").write_bytes(pickle.dumps({"segments": [laughs] * 2000}))
+    # A dict key that is a pair of pairs ... 40 deep: 2**40 steps to hash, inside the unpickler.
+    (root / "hostile" / "slow.pickle").write_bytes(b"\x80\x04}(\x8c\x08segments])" + b"2\x86" * 40 + b"K\x01u.")
+    server = start_server(root, tmp_path_factory.mktemp("memory_server"), extra_args=["--max-snapshot-size", "64M"],
+                          expect=[*runs, "snapshot_only", "unsafe", "hostile"], timeout=90)
     server.marker = marker
     return server
 
@@ -164,3 +174,30 @@ def test_bad_snapshot_parameters(memory_server):
         assert set(response.json()) == {"error"}
     too_far = memory_server.get("/api/memory/snapshot/state", {"run": "resnet50", "at": 10**7})
     assert too_far.status_code == 400 and "entries" in too_far.json()["error"]["message"]
+
+
+def test_hostile_snapshots_are_refused_without_holding_up_other_requests(memory_server):
+    answers = {}
+    slow = threading.Thread(target=lambda: answers.setdefault("slow.pickle", memory_server.get(
+        "/api/memory/snapshot", {"run": "hostile", "file": "slow.pickle"}, timeout=120)))
+    slow.start()
+    slowest = 0.0
+    while slow.is_alive():  # the server answers others while the pickle hashes away in its own process
+        start = time.perf_counter()
+        assert memory_server.get("/api/runs", timeout=10).status_code == 200
+        slowest = max(slowest, time.perf_counter() - start)
+        time.sleep(0.1)
+    assert slowest < 2, f"/api/runs took {slowest:.1f} s while a snapshot loaded"
+    expected = {"slow.pickle": "processor time", "laughs.pickle": "billion laughs",
+                "bomb.pickle.gz": "inflates beyond this server's limit of 64 MiB"}
+    answers["laughs.pickle"] = memory_server.get("/api/memory/snapshot/timeline", {"run": "hostile", "file": "laughs.pickle"})
+    answers["bomb.pickle.gz"] = memory_server.get("/api/memory/snapshot/state", {"run": "hostile", "file": "bomb.pickle.gz"})
+    for name, words in expected.items():
+        response = answers[name]
+        assert response.status_code == 422 and words in response.json()["error"]["message"], response.text
+    # Asked again, each answers its remembered refusal at once (loading slow.pickle took seconds).
+    for name, words in expected.items():
+        start = time.perf_counter()
+        response = memory_server.get("/api/memory/snapshot/sites", {"run": "hostile", "file": name})
+        assert time.perf_counter() - start < 1
+        assert response.status_code == 422 and words in response.json()["error"]["message"]
