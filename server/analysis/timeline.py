@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +25,7 @@ import pandas as pd
 from ..trace.schema import DEVICE_KINDS, Kind
 from ..trace.tables import TraceTables
 from . import flows, ranges
+from .names import regex_mask
 from .optree import OpTree, nest, thread_key
 from .records import clean_row
 
@@ -231,11 +231,16 @@ def _merge_narrow(merged: dict[str, list], row: int, narrow: np.ndarray, s: np.n
 
 
 def search(tables: TraceTables, layout: Layout, query: str, regex: bool = False) -> dict[str, Any]:
-    """Events on the timeline whose name contains `query` (case-insensitive; or matches it as a
-    regular expression), by start time. Raises re.error for a bad pattern."""
-    pattern = re.compile(query if regex else re.escape(query), re.IGNORECASE)
+    """Events on the timeline whose name contains `query` (case-insensitive; or matches it as an
+    RE2 regular expression), by start time. Raises names.BadPattern for a bad pattern."""
     names = tables.events["name"]
-    hit_codes = np.array([bool(pattern.search(str(c))) for c in names.cat.categories] + [False])
+    categories = [str(c) for c in names.cat.categories]
+    if regex:
+        hit = regex_mask(categories, query)
+    else:
+        folded = query.casefold()
+        hit = np.array([folded in c.casefold() for c in categories], dtype=bool)
+    hit_codes = np.append(hit, False)
     codes = names.cat.codes.to_numpy()
     rows = np.flatnonzero(hit_codes[np.where(codes >= 0, codes, len(hit_codes) - 1)] & (layout.lane_of >= 0))
     rows = rows[np.argsort(tables.events["ts"].to_numpy()[rows], kind="stable")]

@@ -4,7 +4,6 @@ and the original file."""
 from __future__ import annotations
 
 import os
-import re
 from typing import Any, Iterator
 
 import fsspec
@@ -15,6 +14,7 @@ from pydantic import BaseModel
 
 from ..analysis import flows, timeline
 from ..analysis.callstacks import parse_frame
+from ..analysis.names import BadPattern
 from ..analysis.records import clean_row
 from ..analysis.steps import Steps, detect_steps
 from ..trace.schema import Kind
@@ -246,15 +246,17 @@ def get_event(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
 
 @router.get("/api/trace/search", response_model=Search)
 def get_search(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
-               q: str = Query(..., min_length=1, description="Text the name contains (case-insensitive)",
-                              examples=["ProfilerStep"]),
-               regex: bool = Query(False, description="Treat q as a regular expression")) -> dict[str, Any]:
+               q: str = Query(..., min_length=1, max_length=1000,
+                              description="Text the name contains (case-insensitive)", examples=["ProfilerStep"]),
+               regex: bool = Query(False, description="Treat q as an RE2 regular expression (no backreferences "
+                                   "or lookaround; linear time, so no pattern can stall the server)")
+               ) -> dict[str, Any]:
     """Timeline events whose name matches, by start time (the first 1000, and the total)."""
     layout = _layout(sel, memo)
     try:
         found = memo.get(sel.tables, ("search", q, regex), lambda: timeline.search(sel.tables, layout, q, regex))
-    except re.error as exc:
-        raise BadParameter(f"q: not a valid regular expression ({exc})") from None
+    except BadPattern as exc:
+        raise BadParameter(f"q: not a valid RE2 regular expression ({exc})") from None
     return {**found, "warnings": []}
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import re
+import time
 
 import numpy as np
 import pytest
 
 from profboard.server.analysis import timeline
 from profboard.server.analysis.flows import build_flows
+from profboard.server.analysis.names import BadPattern, regex_mask
 from profboard.server.analysis.optree import build_op_tree
 from synth import TC_GEMM, Trace, parse
 
@@ -73,8 +74,36 @@ def test_search_and_bad_regex():
     found = timeline.search(tables, layout, "ATEN::")
     assert [m["name"] for m in found["matches"]] == ["aten::linear", "aten::addmm", "aten::relu"]
     assert timeline.search(tables, layout, r"^aten::(relu|addmm)$", regex=True)["total"] == 2
-    with pytest.raises(re.error):
+    with pytest.raises(BadPattern):
         timeline.search(tables, layout, "(", regex=True)
+    with pytest.raises(BadPattern, match="escape"):  # RE2 has no backreferences
+        timeline.search(tables, layout, r"(a)\1", regex=True)
+
+
+def test_search_regex_that_backtracks_is_linear():
+    """`(((a*)*)*)*b` made Python's re search each name in exponential time, freezing the server
+    (62 s for ten levels on a real trace); RE2 answers at once."""
+    t = Trace()
+    for i in range(200):
+        t.op("a" * 40 + str(i), 10 * i, 5)
+    tables, layout = layout_of(t)
+    started = time.perf_counter()
+    found = timeline.search(tables, layout, "((((((((((a*)*)*)*)*)*)*)*)*)*)*b", regex=True)
+    assert found["total"] == 0
+    assert time.perf_counter() - started < 1.0
+
+
+@pytest.mark.parametrize("pattern, expected", [
+    pytest.param("CONV", ["aten::conv2d", "conv\nnewline"], id="case-insensitive"),
+    pytest.param("^aten", ["aten::conv2d", "aten::mm"], id="caret-at-each-name"),
+    pytest.param("mm$", ["aten::mm"], id="dollar-at-each-name"),
+    pytest.param("conv.*newline", [], id="never-across-a-newline"),
+    pytest.param("a?", ["aten::conv2d", "aten::mm", "conv\nnewline", "cudaLaunchKernel"], id="empty-match"),
+    pytest.param("kernel|mm", ["aten::mm", "cudaLaunchKernel"], id="alternation"),
+])
+def test_regex_mask(pattern, expected):
+    texts = ["aten::conv2d", "aten::mm", "conv\nnewline", "cudaLaunchKernel"]
+    assert [t for t, hit in zip(texts, regex_mask(texts, pattern)) if hit] == expected
 
 
 def test_counters_utilization_and_memory():
