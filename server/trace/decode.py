@@ -7,7 +7,9 @@
    validation is decoded event by event, and an event that still fails is kept as far as
    its fields allow, else skipped and counted.
 Damage handling: non-standard tokens (`NaN`, `Infinity`, bare `N/A`) are replaced by
-`null` and decoding is retried; a document cut short (a job killed mid-write) is closed
+`null`, and escapes of lone UTF-16 surrogates (`\ud800`, which Python's json module writes
+for some byte strings) by U+FFFD, and decoding is retried; an event whose strings are not
+UTF-8 is read with U+FFFD in their place; a document cut short (a job killed mid-write) is closed
 after its last complete event, keeping everything before the cut, with a warning.
 """
 
@@ -43,6 +45,7 @@ class DecodedTrace:
     warnings: list[str] = field(default_factory=list)
     _raw_events: list[msgspec.Raw] | None = None
     skipped: int = 0  # events that could not be read at all
+    repaired: int = 0  # events kept without the fields that could not be read
 
     def release(self) -> None:
         """Drop the JSON text (and with it the input buffer) once the events are read."""
@@ -78,8 +81,9 @@ class DecodedTrace:
             try:
                 events = _LIST_DECODER.decode(b"[" + b",".join(raws) + b"]")
             except (msgspec.ValidationError, msgspec.DecodeError):
-                events, raws, bad = _decode_leniently(raws)
+                events, raws, bad, repaired = _decode_leniently(raws)
                 self.skipped += bad
+                self.repaired += repaired
             yield events, raws
             if on_progress is not None:
                 on_progress(min(1.0, (start + len(raws)) / max(n, 1)))
@@ -113,21 +117,23 @@ def decode_counter(raw: msgspec.Raw) -> CounterEvent | None:
         return None
 
 
-def _decode_leniently(raws: list[msgspec.Raw]) -> tuple[list[Event], list[msgspec.Raw], int]:
+def _decode_leniently(raws: list[msgspec.Raw]) -> tuple[list[Event], list[msgspec.Raw], int, int]:
+    """(events, their raw slices, how many were skipped, how many were kept in part)."""
     events: list[Event] = []
     kept: list[msgspec.Raw] = []
-    bad = 0
+    bad = repaired = 0
     for raw in raws:
         try:
             event = _EVENT_DECODER.decode(raw)
         except (msgspec.ValidationError, msgspec.DecodeError):
             event = _salvage(raw)
-        if event is None:
-            bad += 1
-            continue
+            if event is None:
+                bad += 1
+                continue
+            repaired += 1
         events.append(event)
         kept.append(raw)
-    return events, kept, bad
+    return events, kept, bad, repaired
 
 
 def _salvage(raw: msgspec.Raw) -> Event | None:
@@ -135,7 +141,10 @@ def _salvage(raw: msgspec.Raw) -> Event | None:
     try:
         obj = _ANY_DECODER.decode(raw)
     except msgspec.DecodeError:
-        return None
+        try:  # strings that are not UTF-8: keep the event with U+FFFD in their place
+            obj = _ANY_DECODER.decode(bytes(raw).decode("utf-8", "replace").encode())
+        except msgspec.DecodeError:
+            return None
     if not isinstance(obj, dict):
         return None
     basic = {k: obj[k] for k in _BASIC_FIELDS if k in obj and _converts({k: obj[k]}, Event)}
@@ -161,6 +170,14 @@ _RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 _TOP_ANY_DECODER = msgspec.json.Decoder(msgspec.Raw)
 # Tokens Python's json module or ad-hoc writers emit that strict JSON forbids.
 _NONSTANDARD = re.compile(rb'(?<=[:\[,\s])(?:NaN|-?Infinity|N/A)(?=\s*[,\]\}])')
+# A \uXXXX escape (not an escaped backslash before "u") of a surrogate pair or of a lone surrogate.
+_SURROGATE_ESCAPE = re.compile(
+    rb'(?<!\\)((?:\\\\)*)\\u([dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|[dD][89a-fA-F][0-9a-fA-F]{2})')
+
+
+def _without_lone_surrogates(data: bytes) -> bytes:
+    """`data` with escapes of lone surrogates replaced by U+FFFD's (msgspec rejects them)."""
+    return _SURROGATE_ESCAPE.sub(lambda m: m[0] if len(m[2]) > 4 else m[1] + rb"\ufffd", data)
 
 
 def decode_trace(data: bytes) -> DecodedTrace:
@@ -169,21 +186,41 @@ def decode_trace(data: bytes) -> DecodedTrace:
     if first is None:
         raise TraceFormatError("the file is empty")
     if first not in (b"{", b"["):
-        preview = data.lstrip()[:40].decode("utf-8", "replace")
-        raise TraceFormatError(f"not a JSON trace (it starts with {preview!r})")
+        raise TraceFormatError(f"not a JSON trace ({_looks_like(data)})")
     warnings: list[str] = []
     try:
         metadata, array = _split(data)
     except msgspec.DecodeError as first_error:
-        cleaned = _NONSTANDARD.sub(b"null", data)
+        cleaned = _without_lone_surrogates(_NONSTANDARD.sub(b"null", data))
         try:
             metadata, array = _split(cleaned)
-            warnings.append("the trace holds non-standard JSON tokens (NaN, Infinity or N/A); they were read as missing values")
+            warnings.append("the trace holds non-standard JSON (NaN, Infinity or N/A tokens, read as missing values, "
+                            "or escapes of lone UTF-16 surrogates, read as U+FFFD)")
         except msgspec.DecodeError:
             metadata, raw_events, note = _recover_prefix(cleaned, first_error)
             warnings.append(note)
             return DecodedTrace(metadata, b"", warnings, raw_events)
     return DecodedTrace(metadata, array, warnings)
+
+
+# What a file that is not JSON looks like, by its first bytes. The bytes themselves are never
+# quoted: a link may lead to a file outside the logdir (/etc/passwd), and a message reaches the API.
+_SIGNATURES = ((b"\x1f\x8b", "it holds gzip data: name it .gz"), (b"PK\x03\x04", "it is a zip archive"),
+               (b"\x80", "it is a Python pickle"), (b"\x7fELF", "it is a program"),
+               (b"<", "it is HTML or XML (an error page saved as a trace?)"))
+
+
+def _looks_like(data: bytes) -> str:
+    head = bytes(data[:4096]).lstrip()
+    for magic, what in _SIGNATURES:
+        if head.startswith(magic):
+            return what
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 3:  # not just a character cut at the end of the sample
+            return "it is binary data"
+    return "it is text that does not start with { or ["
 
 
 def _first_char(data: bytes) -> bytes | None:

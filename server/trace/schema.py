@@ -9,13 +9,16 @@ to a lenient per-event path.
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any, Union
-
-NAN = float("nan")
+from typing import Annotated, Any, Union
 
 import msgspec
 
+NAN = float("nan")
+
 Number = Union[int, float]
+# Integers land in int64 columns: a larger one fails validation, and the lenient path
+# (decode.py) then keeps the event without that field instead of failing the whole trace.
+Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 
 class Args(msgspec.Struct, gc=False):
@@ -24,42 +27,42 @@ class Args(msgspec.Struct, gc=False):
     Absent ints are -1, absent floats NaN, absent raw JSON values empty.
     """
 
-    external_id: int = msgspec.field(default=-1, name="External id")
-    external_id_legacy: int = msgspec.field(default=-1, name="external id")
-    correlation: int = -1
-    device: int = -1
-    stream: int = -1
-    grid: Union[list[int], None] = None
-    block: Union[list[int], None] = None
-    registers_per_thread: int = msgspec.field(default=-1, name="registers per thread")
-    shared_memory: int = msgspec.field(default=-1, name="shared memory")
+    external_id: Int = msgspec.field(default=-1, name="External id")
+    external_id_legacy: Int = msgspec.field(default=-1, name="external id")
+    correlation: Int = -1
+    device: Int = -1
+    stream: Int = -1
+    grid: Union[list[Int], None] = None
+    block: Union[list[Int], None] = None
+    registers_per_thread: Int = msgspec.field(default=-1, name="registers per thread")
+    shared_memory: Int = msgspec.field(default=-1, name="shared memory")
     blocks_per_sm: Number = msgspec.field(default=NAN, name="blocks per SM")
     warps_per_sm: Number = msgspec.field(default=NAN, name="warps per SM")
     occupancy: Number = msgspec.field(default=NAN, name="est. achieved occupancy %")
-    bytes_: int = msgspec.field(default=-1, name="bytes")
+    bytes_: Int = msgspec.field(default=-1, name="bytes")
     input_dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
     input_dims_legacy: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input dims")
     input_type: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
     call_stack: Union[str, None] = msgspec.field(default=None, name="Call stack")
     # c10d's record_param_comms: which process group a collective ran in ("0" is the default group).
     process_group: Union[str, int, None] = msgspec.field(default=None, name="Process Group Name")
-    sequence_number: int = msgspec.field(default=-1, name="Sequence number")
-    fwd_thread_id: int = msgspec.field(default=-1, name="Fwd thread id")
-    python_id: int = msgspec.field(default=-1, name="Python id")
+    sequence_number: Int = msgspec.field(default=-1, name="Sequence number")
+    fwd_thread_id: Int = msgspec.field(default=-1, name="Fwd thread id")
+    python_id: Int = msgspec.field(default=-1, name="Python id")
     # Kineto writes null for the root frame's parent.
-    python_parent_id: Union[int, None] = msgspec.field(default=-1, name="Python parent id")
-    python_module_id: int = msgspec.field(default=-1, name="Python module id")
+    python_parent_id: Union[Int, None] = msgspec.field(default=-1, name="Python parent id")
+    python_module_id: Int = msgspec.field(default=-1, name="Python module id")
     # [memory] instant events
-    device_type: int = msgspec.field(default=-1, name="Device Type")
-    device_id: int = msgspec.field(default=-1, name="Device Id")
-    addr: int = msgspec.field(default=-1, name="Addr")
-    mem_bytes: int = msgspec.field(default=-1, name="Bytes")
+    device_type: Int = msgspec.field(default=-1, name="Device Type")
+    device_id: Int = msgspec.field(default=-1, name="Device Id")
+    addr: Int = msgspec.field(default=-1, name="Addr")
+    mem_bytes: Int = msgspec.field(default=-1, name="Bytes")
     total_allocated: Number = msgspec.field(default=NAN, name="Total Allocated")
     total_reserved: Number = msgspec.field(default=NAN, name="Total Reserved")
     # metadata events (process_name, thread_name, *_sort_index, process_labels)
     meta_name: Union[str, None] = msgspec.field(default=None, name="name")
     labels: Union[str, None] = None
-    sort_index: int = -1
+    sort_index: Int = -1
 
 
 class Event(msgspec.Struct, gc=False):

@@ -22,7 +22,7 @@ from .decode import DecodedTrace, decode_counter
 from .schema import Args, Event, Kind, kind_of_category
 
 # Bump when the tables' content or layout changes: it keys the on-disk cache.
-TABLES_VERSION = 3
+TABLES_VERSION = 4
 
 _INT_ARGS = ("correlation", "device", "stream", "registers_per_thread", "shared_memory",
              "sequence_number", "fwd_thread_id", "python_id", "python_module_id")
@@ -123,8 +123,25 @@ def _sorted_frame(columns: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame({k: v[order] for k, v in columns.items()})
 
 
-def _category(values: list[Any], as_text: bool = False) -> pd.Categorical:
-    return _merged([_encode(values)], as_text)
+# Texts (names, shapes, stacks) are kept to this many characters. Real names reach about 5,000
+# (templated CUDA kernels); every analysis tests names against patterns, so a 10 MB name cost
+# seconds per request.
+MAX_TEXT_CHARS = 16_384
+
+
+def _cut_long(cat: pd.Categorical) -> tuple[pd.Categorical, int]:
+    """`cat` with categories longer than MAX_TEXT_CHARS cut, and how many were."""
+    categories = cat.categories.to_numpy(dtype=object)
+    long = np.fromiter((isinstance(c, str) and len(c) > MAX_TEXT_CHARS for c in categories), bool,
+                       len(categories))
+    if not long.any():
+        return cat, 0
+    categories = categories.copy()
+    categories[long] = [f"{c[:MAX_TEXT_CHARS]}… (cut from {len(c):,} characters)" for c in categories[long]]
+    remap, unique = pd.factorize(categories)  # texts alike up to the cut become one
+    codes = np.asarray(cat.codes)
+    return pd.Categorical.from_codes(np.where(codes >= 0, remap[np.maximum(codes, 0)], -1),
+                                     categories=pd.Index(unique, dtype=object)), int(long.sum())
 
 
 def _ident(value: Any) -> str:
@@ -146,7 +163,9 @@ class _Columns:
         self.threads: dict[str, dict[str, Any]] = {}
         self.bad_x = 0
         self.skipped = 0
+        self.repaired = 0
         self.unpaired_begin_end = 0
+        self.cut_texts = 0
 
     def absorb(self, other: _Columns) -> None:
         """Append the columns of the events that come after ours (another piece of the array)."""
@@ -159,6 +178,7 @@ class _Columns:
                 table.setdefault(key, {}).update(fields)
         self.bad_x += other.bad_x
         self.skipped += other.skipped
+        self.repaired += other.repaired
         self.unpaired_begin_end += other.unpaired_begin_end
 
     def add_chunk(self, events: list[Event], raws: list[Any]) -> None:
@@ -262,19 +282,25 @@ class _Columns:
         elif ev.name.endswith("_sort_index") and ev.args.sort_index != -1:
             target["sort_index"] = ev.args.sort_index
 
+    def _text(self, parts: list[Encoded], as_text: bool = False) -> pd.Categorical:
+        """A categorical of one column's parts, over-long texts cut (and counted)."""
+        cat, cut = _cut_long(_merged(parts, as_text))
+        self.cut_texts += cut
+        return cat
+
     def events_frame(self) -> pd.DataFrame:
         c = self.x
         columns: dict[str, Any] = {
-            "name": _merged(c["name"]),
-            "cat": _merged(c["cat"]),
-            "pid": _merged(c["pid"], as_text=True),
-            "tid": _merged(c["tid"], as_text=True),
+            "name": self._text(c["name"]),
+            "cat": self._text(c["cat"]),
+            "pid": self._text(c["pid"], as_text=True),
+            "tid": self._text(c["tid"], as_text=True),
             "ts": _joined(c["ts"], np.float64),
             "dur": _joined(c["dur"], np.float64),
         }
         for key, (dtype, _) in _ARG_COLUMNS.items():
             if dtype == "str":
-                columns[key] = _merged(c[key])
+                columns[key] = self._text(c[key])
             else:
                 columns[key] = _joined(c[key], _DTYPES[dtype])
         cat = columns["cat"]
@@ -287,7 +313,7 @@ class _Columns:
         m = self.mem
         return _sorted_frame({
             "ts": _joined(m["ts"], np.float64),
-            "pid": _merged(m["pid"], as_text=True), "tid": _merged(m["tid"], as_text=True),
+            "pid": self._text(m["pid"], as_text=True), "tid": self._text(m["tid"], as_text=True),
             **{k: _joined(m[k], np.int64) for k in ("device_type", "device_id", "addr", "bytes")},
             **{k: _joined(m[k], np.float64) for k in ("total_allocated", "total_reserved")},
         })
@@ -295,17 +321,17 @@ class _Columns:
     def flows_frame(self) -> pd.DataFrame:
         f = self.flow
         return pd.DataFrame({
-            "ph": _merged(f["ph"]), "cat": _merged(f["cat"]), "id": _merged(f["id"], as_text=True),
+            "ph": self._text(f["ph"]), "cat": self._text(f["cat"]), "id": self._text(f["id"], as_text=True),
             "ts": _joined(f["ts"], np.float64),
-            "pid": _merged(f["pid"], as_text=True), "tid": _merged(f["tid"], as_text=True),
-            "bp": _merged(f["bp"]),
+            "pid": self._text(f["pid"], as_text=True), "tid": self._text(f["tid"], as_text=True),
+            "bp": self._text(f["bp"]),
         })
 
     def counters_frame(self) -> pd.DataFrame:
         k = self.counter
         return pd.DataFrame({
-            "name": _category(k["name"]), "pid": _category(k["pid"], as_text=True), "ts": _floats(k["ts"]),
-            "series": _category(k["series"]), "value": _floats(k["value"]),
+            "name": self._text([_encode(k["name"])]), "pid": self._text([_encode(k["pid"])], as_text=True),
+            "ts": _floats(k["ts"]), "series": self._text([_encode(k["series"])]), "value": _floats(k["value"]),
         })
 
 
@@ -328,6 +354,7 @@ def read_columns(decoded: DecodedTrace, on_progress: Callable[[float], None] | N
         for events, raws in decoded.chunks(on_progress):
             cols.add_chunk(events, raws)
     cols.skipped += decoded.skipped
+    cols.repaired += decoded.repaired
     return cols
 
 
@@ -336,11 +363,18 @@ def assemble(cols: _Columns, decoded: DecodedTrace) -> TraceTables:
     with _gc_paused():
         decoded.release()
         events = cols.events_frame()
+    memory, flows, counters = cols.memory_frame(), cols.flows_frame(), cols.counters_frame()
     warnings = list(decoded.warnings)
     if cols.skipped:
         warnings.append(f"{cols.skipped} events could not be read and were skipped")
+    if cols.repaired:
+        warnings.append(f"{cols.repaired} events had fields that could not be read (a wrong type, a number out of "
+                        "range, text that is not UTF-8): those fields were left out or their text repaired")
     if cols.bad_x:
         warnings.append(f"{cols.bad_x} complete events had a missing, NaN or negative ts/dur and were skipped")
+    if cols.cut_texts:
+        warnings.append(f"{cols.cut_texts} names or other texts longer than {MAX_TEXT_CHARS:,} characters were cut "
+                        "to that length")
     if cols.unpaired_begin_end:
         warnings.append(f"{cols.unpaired_begin_end} begin/end (ph B/E) events were ignored; profboard reads complete (X) events")
     metadata = dict(decoded.metadata)
@@ -350,9 +384,9 @@ def assemble(cols: _Columns, decoded: DecodedTrace) -> TraceTables:
         warnings.append("the trace holds no complete events")
     return TraceTables(
         events=events,
-        memory=cols.memory_frame(),
-        flows=cols.flows_frame(),
-        counters=cols.counters_frame(),
+        memory=memory,
+        flows=flows,
+        counters=counters,
         metadata=metadata,
         warnings=warnings,
     )

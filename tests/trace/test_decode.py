@@ -18,6 +18,7 @@ from profboard.server.trace.decode import TraceFormatError
 from profboard.server.trace.load import load_trace, parse_trace_bytes
 from profboard.server.trace.read import read_trace_bytes
 from profboard.server.trace.schema import Kind
+from profboard.server.trace.tables import MAX_TEXT_CHARS
 from synth import Trace, to_bytes, write_trace
 
 
@@ -256,7 +257,7 @@ def test_nan_and_infinity_tokens():
     kernel = tables.events.iloc[0]
     assert kernel["correlation"] == 3 and kernel["dur"] == 5
     assert kernel["blocks_per_sm"] != kernel["blocks_per_sm"]            # NaN: read as missing
-    assert has_warning(tables, "non-standard JSON tokens")
+    assert has_warning(tables, "non-standard JSON", "NaN")
     assert has_warning(tables, "1 complete events", "skipped")
 
 
@@ -320,6 +321,71 @@ def test_args_of_unexpected_types_keep_the_event():
     assert rows.loc["fine", "kind"] == Kind.CPU_OP
     # nothing was skipped
     assert not has_warning(tables, "skipped")
+
+
+    assert has_warning(tables, "3 events had fields that could not be read")
+
+
+@pytest.mark.parametrize("args", [
+    pytest.param({"Bytes": 2**70}, id="bytes-beyond-int64"),
+    pytest.param({"Bytes": -(2**64)}, id="bytes-below-int64"),
+    pytest.param({"Addr": 2**64, "Bytes": 512}, id="address-beyond-int64"),
+])
+def test_a_number_beyond_int64_costs_only_its_field(args):
+    """One [memory] record with an integer that fits no int64 column used to fail the whole trace
+    (OverflowError in the tables builder)."""
+    record = {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 5,
+              "args": {"Device Type": 1, "Device Id": 0, "Addr": 7, "Bytes": 256, "Total Allocated": 256} | args}
+    tables = parse_trace_bytes(doc(event(name="before", ts=0), record, event(name="after", ts=9)))
+    assert names(tables) == ["before", "after"]
+    assert len(tables.memory) == 1 and tables.memory["device_id"].tolist() == [0]
+    assert has_warning(tables, "1 events had fields that could not be read")
+
+
+@pytest.mark.parametrize("text, read_as", [
+    pytest.param(rb"b\ud800c", "b\ufffdc", id="lone-high"),
+    pytest.param(rb"b\udc00", "b\ufffd", id="lone-low"),
+    pytest.param(rb"\ud83d\ude00 ok \ud800", "\U0001F600 ok \ufffd", id="pair-then-lone"),
+    pytest.param(rb"\\ud800", "\\ud800", id="escaped-backslash-not-an-escape"),
+])
+def test_lone_surrogate_escapes_keep_every_event(text, read_as):
+    """A lone \\ud800 (Python's json writes them) made the document unreadable from there on:
+    every later event was dropped."""
+    data = doc(event(name="first", ts=0), event(name="NAME", ts=1), event(name="last", ts=2))
+    tables = parse_trace_bytes(data.replace(b"NAME", text))
+    assert names(tables) == ["first", read_as, "last"]
+
+
+def test_text_that_is_not_utf8_keeps_its_event():
+    data = doc(event(name="first", ts=0), event(name="NAME", ts=1), event(name="last", ts=2))
+    tables = parse_trace_bytes(data.replace(b"NAME", b"b\xff\xfec"))
+    assert names(tables) == ["first", "b\ufffd\ufffdc", "last"]
+    assert has_warning(tables, "1 events had fields that could not be read")
+
+
+@pytest.mark.parametrize("content", [
+    pytest.param(b"root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1", id="passwd"),
+    pytest.param(b"SECRET_TOKEN=hunter2\0PATH=/usr/bin\0", id="environ"),
+    pytest.param(b"\x80\x04\x95secret", id="pickle"),
+])
+def test_errors_never_quote_the_file(content):
+    """A trace file may be a link to a file outside the logdir: its bytes must not reach a message."""
+    with pytest.raises(TraceFormatError, match="not a JSON trace") as err:
+        parse_trace_bytes(content)
+    for word in (b"root", b"daemon", b"SECRET", b"hunter2", b"secret", b"PATH"):
+        assert word.decode() not in str(err.value)
+
+
+def test_over_long_names_are_cut_with_a_warning():
+    """A 10 MB operator name stalled every request for seconds (each analysis tests names against
+    patterns); names are kept to MAX_TEXT_CHARS, and two names alike up to the cut stay apart
+    from shorter ones."""
+    huge = "aten::" + "x" * (10 << 20)
+    tables = parse_trace_bytes(doc(event(name=huge, ts=0), event(name=huge + "y", ts=1), event(name="aten::mm", ts=2)))
+    got = names(tables)
+    assert got[2] == "aten::mm"
+    assert all(len(n) < MAX_TEXT_CHARS + 64 and n.startswith("aten::xxx") and "cut from" in n for n in got[:2])
+    assert has_warning(tables, "2 names or other texts longer than")
 
 
 def test_wrong_type_basic_fields():
