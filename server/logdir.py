@@ -2,7 +2,9 @@
 
 - A run is a folder holding `*.pt.trace.json` or `*.pt.trace.json.gz` files; its name is
   the folder's path relative to the logdir (the logdir itself is named after its basename).
-  Local symlinks to folders or files are followed (people link runs into a logdir).
+  Local symlinks to folders or files are followed (people link runs into a logdir), and the
+  scan says when one leaves the logdir; links to the logdir itself or a folder above it, and
+  into /proc, /sys or /dev, are not followed (see `_local_files`).
 - A file `<worker>.<timestamp>.pt.trace.json[.gz]` belongs to `worker`; a file with no
   timestamp (`<worker>.pt.trace.json`) too.
 - A worker's files, ordered by timestamp as a number, are its spans "1", "2", ...
@@ -21,6 +23,7 @@ import json
 import os
 import posixpath
 import re
+import stat
 import zlib
 from dataclasses import dataclass
 from datetime import datetime
@@ -97,22 +100,74 @@ def _mtime(info: dict) -> float:
     return 0.0
 
 
-def _local_files(root: str):
-    """(path, size, mtime) of every file under a local folder, following symlinks once."""
+# System folders whose files are not data (a link to /proc/self/environ reads the process's environment).
+_SYSTEM_FOLDERS = ("/proc", "/sys", "/dev")
+# Entries one scan looks at, at most: a link to a huge folder must not stall the server's start.
+MAX_SCAN_ENTRIES = 500_000
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _not_followed(target: str, real_root: str) -> str | None:
+    """Why a link to `target` is not followed, or None when it may be."""
+    if _within(real_root, target):
+        return "it holds the logdir itself"
+    if any(_within(target, system) for system in _SYSTEM_FOLDERS):
+        return "a system folder, not data"
+    return None
+
+
+def _local_files(root: str, notes: list[str]):
+    """(path, size, mtime) of the trace and snapshot files under a local folder.
+
+    Links are followed once (people link runs into a logdir), except links to the logdir or a
+    folder above it (the whole disk) and into system folders; a file reached through a link
+    that leaves the logdir is read, and `notes` says so. The logdir's own entries are walked
+    before linked folders, and the walk stops after MAX_SCAN_ENTRIES entries."""
+    real_root = os.path.realpath(root)
+    own: list[tuple[str, str | None]] = [(root, None)]  # (folder, the link that leads outside, if any)
+    linked: list[tuple[str, str | None]] = []
     seen: set[str] = set()
-    for folder, dirs, files in os.walk(root, followlinks=True):
+    noted: set[str] = set()
+    entries = 0
+    while own or linked:
+        folder, via = own.pop() if own else linked.pop()
         real = os.path.realpath(folder)
-        if real in seen:  # a link cycle
-            dirs[:] = []
+        if real in seen:  # a link cycle, or a folder linked twice
             continue
         seen.add(real)
-        for name in files:
-            path = os.path.join(folder, name)
+        try:
+            listing = list(os.scandir(folder))
+        except OSError:  # unreadable, or removed meanwhile
+            continue
+        for entry in listing:
+            entries += 1
+            if entries > MAX_SCAN_ENTRIES:
+                notes.append(f"the scan stopped after {MAX_SCAN_ENTRIES:,} files and folders; "
+                             "runs beyond them are not listed (point --logdir at a smaller folder)")
+                return
+            path, link = entry.path, via
+            if entry.is_symlink():
+                target = os.path.realpath(path)
+                why = _not_followed(target, real_root)
+                if why is not None:
+                    notes.append(f"{os.path.relpath(path, root)} links to {target}: not followed ({why})")
+                    continue
+                if link is None and not _within(target, real_root):
+                    link = f"{os.path.relpath(path, root)} links to {target}, outside the logdir"
             try:
                 st = os.stat(path)
             except OSError:  # dangling link, or removed meanwhile
                 continue
-            yield path, st.st_size, st.st_mtime
+            if stat.S_ISDIR(st.st_mode):
+                (own if link is None else linked).append((path, link))
+            elif parse_trace_name(entry.name) is not None or _SNAPSHOT_FILE.match(entry.name):
+                if link is not None and link not in noted:
+                    noted.add(link)
+                    notes.append(f"{link}: read from there")
+                yield path, st.st_size, st.st_mtime
 
 
 def _remote_files(fs, root: str, logdir: str) -> list[tuple[str, int, float]]:
@@ -171,14 +226,16 @@ def apply_storage_options(logdir: str, options: list[str]) -> None:
         fsspec.config.conf.setdefault(protocol, {})[key.lower()] = parsed
 
 
-def discover(logdir: str) -> dict[str, Run]:
-    """All runs under `logdir`, keyed by run name, sorted by name."""
+def discover(logdir: str, notes: list[str] | None = None) -> dict[str, Run]:
+    """All runs under `logdir`, keyed by run name, sorted by name. What the scan should tell the
+    user (links it followed out of the logdir or did not follow, a scan cut short) is appended
+    to `notes`."""
     fs, root = fsspec.core.url_to_fs(logdir)
     local = isinstance(fs, LocalFileSystem)
     root = root.rstrip("/") or "/"
     if local and not os.path.isdir(root):
         raise FileNotFoundError(f"no such folder: {root}")
-    files = _local_files(root) if local else _remote_files(fs, root, logdir)
+    files = _local_files(root, notes if notes is not None else []) if local else _remote_files(fs, root, logdir)
     root_name = posixpath.basename(root)
     by_run: dict[str, dict[str, list[TraceFile]]] = {}
     snapshots: dict[str, list[SnapshotFile]] = {}

@@ -73,6 +73,7 @@ class TraceStore:
         self._task_ids = itertools.count()
         self._stop = threading.Event()
         self.discovery_error: str | None = None
+        self.discovery_notes: list[str] = []  # what the last scan noticed (server/logdir.py)
 
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(max_workers=max(1, self.settings.load_workers), mp_context=self._context,
@@ -112,9 +113,10 @@ class TraceStore:
 
     def rescan(self) -> None:
         """Discover the logdir again; queue loads for new or changed files."""
+        notes: list[str] = []
         try:
-            runs = discover(self.settings.logdir)
-            self.discovery_error = None
+            runs = discover(self.settings.logdir, notes)
+            self.discovery_error, self.discovery_notes = None, notes
         except Exception as exc:  # a vanished or unreachable logdir must not kill the watcher
             self.discovery_error = f"cannot list the logdir {display_url(self.settings.logdir)}: {exc}"
             log.warning(self.discovery_error)

@@ -36,6 +36,8 @@ class RunInfo(BaseModel):
 class Runs(BaseModel):
     runs: list[RunInfo]
     error: str | None = None
+    # What discovery noticed: links followed out of the logdir or not followed, a scan cut short.
+    notes: list[str] = []
 
 
 class ViewInfo(BaseModel):
@@ -80,7 +82,7 @@ def _run_info(state: RunState) -> RunInfo:
 @router.get("/api/runs", response_model=Runs)
 def get_runs(store: TraceStore = Depends(get_store)) -> Runs:
     """Every run found in the logdir, with its workers, spans, load status and available views."""
-    return Runs(runs=[_run_info(s) for s in store.runs()], error=store.discovery_error)
+    return Runs(runs=[_run_info(s) for s in store.runs()], error=store.discovery_error, notes=store.discovery_notes)
 
 
 @router.get("/api/views", response_model=Views)

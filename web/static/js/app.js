@@ -57,6 +57,8 @@ const state = {
   /** @type {RunInfo[]} */ runs: [],
   /** discovery error of the logdir as a whole */
   /** @type {string|null} */ logdirError: null,
+  /** what discovery noticed: links followed out of the logdir or not followed, a scan cut short */
+  /** @type {string[]} */ logdirNotes: [],
   /** whether /api/runs answered at least once */
   runsKnown: false,
   /** @type {string|null} the last failure to reach /api/runs */
@@ -264,6 +266,9 @@ function renderRunStatus() {
   const items = [];
   if (state.pollError) items.push(el("div", { class: "status-item status-error", testid: "poll-error" }, [state.pollError]));
   if (state.logdirError) items.push(el("div", { class: "status-item status-error" }, [`Logdir: ${state.logdirError}`]));
+  for (const note of state.logdirNotes) {
+    items.push(el("div", { class: "status-item status-partial", testid: "logdir-note" }, [`Logdir: ${note}`]));
+  }
   for (const run of state.runs) {
     if (run.status === "loading") {
       const bar = el("div", { class: "progress-bar" });
@@ -473,6 +478,7 @@ async function refreshRuns() {
     const body = await getJSON("/api/runs", {}, AbortSignal.timeout(15000));
     state.runs = Array.isArray(body.runs) ? body.runs : [];
     state.logdirError = body.error || null;
+    state.logdirNotes = Array.isArray(body.notes) ? body.notes : [];
     // Back in contact after an outage: a view that failed for it is mounted again.
     const recovered = state.pollError !== null && ui.error.dataset.code === "network";
     state.pollError = null;
