@@ -3,13 +3,14 @@ and the original file."""
 
 from __future__ import annotations
 
+import io
 import os
-from typing import Any, Iterator
+from typing import Any, BinaryIO, Iterator
+from urllib.parse import quote
 
-import fsspec
 import numpy as np
 from fastapi import APIRouter, Depends, Query
-from fastapi.responses import FileResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 from ..analysis import flows, timeline
@@ -17,9 +18,10 @@ from ..analysis.callstacks import parse_frame
 from ..analysis.names import BadPattern
 from ..analysis.records import clean_row
 from ..analysis.steps import Steps, detect_steps
+from ..files import open_regular
 from ..trace.schema import Kind
 from .deps import Memo, Selection, get_memo, select
-from .errors import BadParameter, NotFound
+from .errors import BadParameter, NotFound, StillLoading, TraceUnreadable
 from .operators import Frame, op_instances_of, op_tree
 
 
@@ -269,17 +271,37 @@ def get_counters(sel: Selection = Depends(select), memo: Memo = Depends(get_memo
     return {"series": timeline.counters(sel.tables, start, end, width_px), "warnings": []}
 
 
-@router.get("/api/trace/raw", response_class=FileResponse, responses={200: {"content": {"application/octet-stream": {}}}})
-def get_raw(sel: Selection = Depends(select)):
+@router.get("/api/trace/raw", response_class=StreamingResponse,
+            responses={200: {"content": {"application/octet-stream": {}}}})
+def get_raw(sel: Selection = Depends(select)) -> StreamingResponse:
     """The original trace file, as a download."""
-    path = sel.state.file.path
-    name = os.path.basename(path.rstrip("/")) or "trace.json"
-    if os.path.exists(path):
-        return FileResponse(path, filename=name, media_type="application/octet-stream")
+    loaded = sel.state.file
+    # Opened before answering: a file removed or rewritten since it was loaded gets an error,
+    # not a 200 that ends after zero bytes.
+    try:
+        fh = open_regular(loaded.path)
+    except FileNotFoundError:
+        raise NotFound("the trace file is gone: it was removed or renamed since it was loaded") from None
+    except OSError as exc:
+        raise TraceUnreadable(f"the trace file cannot be read now ({exc.strerror or exc})") from None
+    size = _size_of(fh)
+    if size is not None and size != loaded.size:
+        fh.close()
+        raise StillLoading("the trace file changed since it was loaded; it is read again within a few seconds")
+    name = os.path.basename(loaded.path.rstrip("/")) or "trace.json"
+    headers = {"Content-Disposition": f"attachment; filename*=UTF-8''{quote(name)}"}
+    if size is not None:
+        headers["Content-Length"] = str(size)
 
     def chunks() -> Iterator[bytes]:
-        with fsspec.open(path, "rb") as fh:
+        with fh:
             while block := fh.read(1 << 20):
                 yield block
-    return StreamingResponse(chunks(), media_type="application/octet-stream",
-                             headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    return StreamingResponse(chunks(), media_type="application/octet-stream", headers=headers)
+
+
+def _size_of(fh: BinaryIO) -> int | None:
+    try:
+        return os.fstat(fh.fileno()).st_size
+    except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
+        return getattr(fh, "size", None)  # fsspec files know their object's size
