@@ -48,6 +48,17 @@ class SpanSelection:
         return tuple((w, fs.file.path, fs.file.size, fs.file.mtime) for w, fs in self.ready.items())
 
 
+# Trace times are microseconds since the epoch (about 1.8e15 today); a bound keeps every
+# difference between two of them finite (1e308 - (-1e308) is inf, and a window that wide
+# divided by zero).
+MAX_TIME_US = 1e18
+
+
+def time_query(description: str) -> Any:
+    """A query parameter holding an absolute trace time in microseconds: finite and bounded."""
+    return Query(None, ge=-MAX_TIME_US, le=MAX_TIME_US, allow_inf_nan=False, description=description)
+
+
 def get_store(request: Request) -> TraceStore:
     return request.app.state.store
 

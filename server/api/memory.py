@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from ..analysis import memory, memory_curve
 from ..analysis.records import clean_row
-from .deps import Memo, Selection, get_memo, select
+from .deps import Memo, Selection, get_memo, select, time_query
 from .errors import BadParameter, NotFound
 from .operators import op_tree
 from .trace import StepRange, steps_of
@@ -101,8 +101,8 @@ router = APIRouter(tags=["memory"])
 
 _DEVICE = Query(None, description="Device, as listed by /api/memory/devices (default: the first GPU)",
                 examples=["GPU0"])
-_START = Query(None, description="Range start, absolute trace microseconds (default: open)")
-_END = Query(None, description="Range end, absolute trace microseconds (default: open)")
+_START = time_query("Range start, absolute trace microseconds (default: open)")
+_END = time_query("Range end, absolute trace microseconds (default: open)")
 
 
 def _devices(sel: Selection, memo: Memo) -> list[dict[str, Any]]:

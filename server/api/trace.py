@@ -20,7 +20,7 @@ from ..analysis.records import clean_row
 from ..analysis.steps import Steps, detect_steps
 from ..files import open_regular
 from ..trace.schema import Kind
-from .deps import Memo, Selection, get_memo, select
+from .deps import Memo, Selection, get_memo, select, time_query
 from .errors import BadParameter, NotFound, StillLoading, TraceUnreadable
 from .operators import Frame, op_instances_of, op_tree
 
@@ -180,8 +180,8 @@ def _range(layout: timeline.Layout, start_us: float | None, end_us: float | None
     return start, end
 
 
-_START = Query(None, description="Window start, absolute trace microseconds (default: the trace's start)")
-_END = Query(None, description="Window end, absolute trace microseconds (default: the trace's end)")
+_START = time_query("Window start, absolute trace microseconds (default: the trace's start)")
+_END = time_query("Window end, absolute trace microseconds (default: the trace's end)")
 _WIDTH = Query(1000, ge=1, le=20000, description="Width of the drawing in pixels")
 
 
