@@ -75,6 +75,14 @@ def _serve_parser() -> argparse.ArgumentParser:
     parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", dest="storage_options",
                         help="option for the remote logdir's fsspec filesystem, e.g. endpoint_url=http://minio:9000 "
                              "(repeatable; JSON values allowed; secrets go in environment variables)")
+    parser.add_argument("--idle-timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="close a connection whose client has not sent a complete request within this many "
+                             "seconds of connecting or of the previous answer, or that stops reading an answer "
+                             "this long; a request being worked on is never timed out (default: %(default)g)")
+    parser.add_argument("--max-connections", type=int, default=None, metavar="N",
+                        help="keep at most N connections open; one more closes the connection idle longest, so "
+                             "idle clients cannot lock others out (default: what the open-file limit allows, "
+                             "at most 1000)")
     parser.add_argument("--version", action="version", version=f"profboard {__version__}")
     _add_common(parser)
     return parser
@@ -107,9 +115,13 @@ def serve(argv: list[str]) -> int:
     except ValueError as exc:
         print(f"profboard: {exc}", file=sys.stderr)
         return 2
+    if not 0 < args.idle_timeout < float("inf") or (args.max_connections is not None and args.max_connections < 1):
+        print("profboard: --idle-timeout and --max-connections must be positive", file=sys.stderr)
+        return 2
     import uvicorn
 
     from .app import create_app
+    from .connections import server_options
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     host = "0.0.0.0" if args.bind_all else args.host
@@ -122,7 +134,8 @@ def serve(argv: list[str]) -> int:
         print(f"profboard: WARNING: listening on {host} without a token: anyone who can reach port {args.port} can "
               "read these traces. Set PROFBOARD_TOKEN (or --token) unless a firewall or proxy guards the port.",
               file=sys.stderr)
-    uvicorn.run(create_app(_settings(args, logdir)), host=host, port=args.port, log_level="warning")
+    uvicorn.run(create_app(_settings(args, logdir)), host=host, port=args.port, log_level="warning",
+                **server_options(args.idle_timeout, args.max_connections))
     return 0
 
 
