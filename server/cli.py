@@ -124,7 +124,8 @@ def serve(argv: list[str]) -> int:
     from .connections import server_options
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    host = "0.0.0.0" if args.bind_all else args.host
+    settings = _settings(args, logdir)
+    host = settings.host
     print(f"profboard {__version__}: serving {display_url(logdir)} at "
           f"http://{'localhost' if host == '0.0.0.0' else host}:{args.port}/", file=sys.stderr)
     if args.token:
@@ -134,7 +135,7 @@ def serve(argv: list[str]) -> int:
         print(f"profboard: WARNING: listening on {host} without a token: anyone who can reach port {args.port} can "
               "read these traces. Set PROFBOARD_TOKEN (or --token) unless a firewall or proxy guards the port.",
               file=sys.stderr)
-    uvicorn.run(create_app(_settings(args, logdir)), host=host, port=args.port, log_level="warning",
+    uvicorn.run(create_app(settings), host=host, port=args.port, log_level="warning",
                 **server_options(args.idle_timeout, args.max_connections))
     return 0
 
