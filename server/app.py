@@ -6,11 +6,12 @@ import logging
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
+from urllib.parse import urlencode
 
 import plotly
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -29,6 +30,8 @@ log = logging.getLogger("profboard")
 
 _WEB = Path(str(resources.files("profboard.web")))
 _PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+# Pages of views renamed to the one name each view has everywhere (issue 20): old page -> view.
+RENAMED_PAGES = {"operator": "operators", "kernel": "kernels"}
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
@@ -99,12 +102,20 @@ def create_app(settings: Settings) -> FastAPI:
             return templates.TemplateResponse(request, "not_found.html", context | {"missing": view}, status_code=404)
         return templates.TemplateResponse(request, f"{view}.html", context)
 
+    def renamed(view: str, query: str) -> RedirectResponse:
+        # A page under a view's old name (bookmarks, shared links) moves to the new one, query kept.
+        return RedirectResponse(f"/{RENAMED_PAGES[view]}" + (f"?{query}" if query else ""), status_code=307)
+
     @app.get("/", include_in_schema=False, response_class=HTMLResponse)
-    def index(request: Request, view: str = view_names[0]) -> HTMLResponse:
+    def index(request: Request, view: str = view_names[0]) -> Response:
+        if view in RENAMED_PAGES:
+            return renamed(view, urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "view"]))
         return page(request, view)
 
     @app.get("/{view}", include_in_schema=False, response_class=HTMLResponse)
-    def view_page(request: Request, view: str) -> HTMLResponse:
+    def view_page(request: Request, view: str) -> Response:
+        if view in RENAMED_PAGES:
+            return renamed(view, request.url.query)
         return page(request, view)
 
     return app

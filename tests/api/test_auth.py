@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 TOKEN = "correct horse battery staple"
 LOGDIR = REPO / "tests/data/h200x2/ddp_straggler_rank1"
 RUN = LOGDIR.name
-PAGES = ["/", "/overview", "/kernel?run=x", "/docs", "/no-such-page"]
+PAGES = ["/", "/overview", "/kernels?run=x", "/docs", "/no-such-page"]
 PROTECTED_JSON = ["/api/runs", f"/api/overview?run={RUN}", "/api/views", "/openapi.json", "/static/js/app.js",
                   "/static/vendor/plotly.min.js", "/api/no-such-route"]
 
@@ -147,9 +147,9 @@ def test_auth_wrong_bearer_is_refused(server, value):
 
 def test_auth_token_in_the_url_sets_a_cookie_and_redirects_without_it(server):
     with httpx.Client(base_url=server.base, follow_redirects=False, timeout=30) as client:
-        response = client.get("/kernel", params={"run": RUN, "token": TOKEN, "group_by": "name"})
+        response = client.get("/kernels", params={"run": RUN, "token": TOKEN, "group_by": "name"})
         assert response.status_code == 303, response.text
-        assert response.headers["location"] == f"/kernel?run={RUN}&group_by=name"
+        assert response.headers["location"] == f"/kernels?run={RUN}&group_by=name"
         cookie = response.headers["set-cookie"]
         assert cookie.startswith(f"{COOKIE}=") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
         assert TOKEN not in cookie and "token" not in response.headers["location"]
@@ -170,17 +170,17 @@ def test_auth_wrong_token_in_the_url_is_refused(server):
 
 def test_auth_login_form_sets_the_cookie(server):
     with httpx.Client(base_url=server.base, follow_redirects=False, timeout=30) as client:
-        wrong = client.post("/login", data={"token": "guess", "next": "/kernel"})
+        wrong = client.post("/login", data={"token": "guess", "next": "/kernels"})
         assert_login_page(wrong)
-        assert "Wrong token" in wrong.text and 'value="/kernel"' in wrong.text
+        assert "Wrong token" in wrong.text and 'value="/kernels"' in wrong.text
         assert client.get("/api/runs").status_code == 401
-        right = client.post("/login", data={"token": TOKEN, "next": "/kernel?run=x"})
-        assert right.status_code == 303 and right.headers["location"] == "/kernel?run=x"
+        right = client.post("/login", data={"token": TOKEN, "next": "/kernels?run=x"})
+        assert right.status_code == 303 and right.headers["location"] == "/kernels?run=x"
         assert "HttpOnly" in right.headers["set-cookie"] and "SameSite=Strict" in right.headers["set-cookie"]
         assert client.get("/api/runs").status_code == 200
 
 
-@pytest.mark.parametrize("target", ["//evil.example/", "https://evil.example/", "/\\evil.example", "kernel"])
+@pytest.mark.parametrize("target", ["//evil.example/", "https://evil.example/", "/\\evil.example", "kernels"])
 def test_auth_login_never_redirects_off_the_server(server, target):
     response = anonymous(server, "/login", params={})  # the form itself
     assert_login_page(response)
@@ -247,14 +247,14 @@ def test_auth_non_ascii_token_works_in_the_bearer_header():
 
 def test_auth_link_from_another_site_reloads_once_to_send_the_cookie(server):
     # Browsers withhold SameSite=Strict cookies on cross-site navigations; the reload is same-origin.
-    response = anonymous(server, "/kernel", params={"run": RUN}, headers={"Sec-Fetch-Site": "cross-site"})
+    response = anonymous(server, "/kernels", params={"run": RUN}, headers={"Sec-Fetch-Site": "cross-site"})
     assert response.status_code == 401 and '<meta http-equiv="refresh" content="0">' in response.text
     assert "<form" not in response.text
-    again = anonymous(server, "/kernel", params={"run": RUN}, headers={"Sec-Fetch-Site": "same-origin"})
+    again = anonymous(server, "/kernels", params={"run": RUN}, headers={"Sec-Fetch-Site": "same-origin"})
     assert_login_page(again)
     with httpx.Client(base_url=server.base, follow_redirects=False, timeout=30,
                       cookies={COOKIE: session_value(TOKEN)}) as client:
-        assert client.get("/kernel", params={"run": RUN}, headers={"Sec-Fetch-Site": "same-origin"}).status_code == 200
+        assert client.get("/kernels", params={"run": RUN}, headers={"Sec-Fetch-Site": "same-origin"}).status_code == 200
 
 
 def test_auth_redirect_keeps_an_odd_path_intact(server):

@@ -154,7 +154,7 @@ class TableViewPage(ShellPage):
 
 
 class OperatorPage(TableViewPage):
-    view = "operator"
+    view = "operators"
     pies = ("pie-device-self", "pie-device-total", "pie-host-self", "pie-host-total")
     table_testid = "op-table"
 
@@ -171,7 +171,7 @@ class OperatorPage(TableViewPage):
 
 
 class KernelPage(TableViewPage):
-    view = "kernel"
+    view = "kernels"
     pies = ("pie-kernels", "pie-tensor-cores")
     table_testid = "kernel-table"
 

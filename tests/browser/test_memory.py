@@ -254,7 +254,7 @@ def test_memory_stats_link_to_the_operator_view_and_sort(memory, api):
     first = memory.rows("stats-table").first
     expect(first.locator("td").first).to_have_text(rows[0]["name"])
     link = first.locator(css_testid("op-link"))
-    assert link.get_attribute("href") == f"/operator?{H100_SEL}&q={quote(rows[0]['name'], safe='')}"
+    assert link.get_attribute("href") == f"/operators?{H100_SEL}&q={quote(rows[0]['name'], safe='')}"
     expect(memory.part("stats-table").locator('th[aria-sort="descending"]')).to_have_text(re.compile("Self Size Increase"))
     memory.part("stats-table").get_by_role("button", name=re.compile(r"^Calls")).click()
     top = max(rows, key=lambda r: r["calls"])

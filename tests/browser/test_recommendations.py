@@ -187,7 +187,7 @@ def test_event_evidence_selects_the_event_and_links_its_operator(recs, api, serv
     page.go_back()
     recs.wait_drawn()
     recs.cards().first.locator(css_testid("operator-link")).click()
-    expect(page.locator(f'[data-view="operator"] {css_testid("search")}')).to_have_value(event["name"])
+    expect(page.locator(f'[data-view="operators"] {css_testid("search")}')).to_have_value(event["name"])
     assert page.errors == []
 
 

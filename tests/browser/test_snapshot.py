@@ -355,8 +355,8 @@ def test_run_select_moves_a_trace_view_to_a_snapshot_only_run(snap):
 
 
 def test_view_select_link_to_this_view_carries_run_and_file(snap):
-    snap.page.goto(f"{snap.base}/kernel?run={TRACE_RUN}&worker=h100_worker0&span=2")
-    expect(snap.page.locator('[data-view="kernel"]')).to_be_visible()
+    snap.page.goto(f"{snap.base}/kernels?run={TRACE_RUN}&worker=h100_worker0&span=2")
+    expect(snap.page.locator('[data-view="kernels"]')).to_be_visible()
     snap.choose("view", "snapshot")
     expect(snap.page).to_have_url(re.compile(r"/snapshot\?"))
     snap.wait_drawn()

@@ -116,7 +116,7 @@ def test_evidence_target_selects_the_culprit_in_a_window_around_it(lib):
     assert lib(f"findings.traceLink({sel}, {json.dumps(SYNC_EVIDENCE)}, 'x').getAttribute('href')") == \
         "/trace?run=r&worker=w&span=1&end_us=2017.5&select=77&start_us=1992.5"
     assert lib(f"findings.operatorLink({sel}, {json.dumps(SYNC_EVIDENCE)}, 'x').getAttribute('href')") == \
-        "/operator?run=r&worker=w&span=1&q=aten%3A%3Aitem"
+        "/operators?run=r&worker=w&span=1&q=aten%3A%3Aitem"
     assert lib(f"findings.operatorLink({sel}, {json.dumps(STEP_EVIDENCE)}, 'x')") is None
     assert lib(f"findings.evidenceLists({json.dumps(SYNC_EVIDENCE)})") == [
         {"key": "frames", "label": "frames", "items": ["train.py(42): loss", "train.py(9): main"]},

@@ -398,7 +398,7 @@ function drawAten(root, data, selection) {
       timeColumn("device_us", "Device time", "GPU time of the kernels the calls launched"),
       { key: "actions", label: "", sortable: false, cellClass: "cell-actions",
         render: (row) => el("a", { class: "action-link", text: "Operator", testid: "operator-link",
-          title: `Find ${row.name} in the operator view`, attrs: { href: viewHref("operator", { ...selection, q: row.name }) } }) },
+          title: `Find ${row.name} in the operator view`, attrs: { href: viewHref("operators", { ...selection, q: row.name }) } }) },
     ],
     rows: aten.rows,
   }));

@@ -158,7 +158,7 @@ export function operatorLink(selection, evidence, text) {
   if (typeof evidence.op !== "string" || !evidence.op) return null;
   const { run, worker, span } = selection;
   return el("a", { class: "operator-link", text, testid: "operator-link", title: `Find ${evidence.op} in the operator view`,
-    attrs: { href: viewHref("operator", { run, worker, span, q: evidence.op }) } });
+    attrs: { href: viewHref("operators", { run, worker, span, q: evidence.op }) } });
 }
 
 /**

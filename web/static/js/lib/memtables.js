@@ -129,7 +129,7 @@ export function statColumns(sel) {
   return [
     { key: "name", label: "Name", cellClass: "cell-name", render: (row) => el("a", {
       class: "mem-op-link truncate", text: row.name, testid: "op-link", title: `${row.name}: open in the Operator view`,
-      attrs: { href: viewHref("operator", { run, worker, span, q: row.name }) } }) },
+      attrs: { href: viewHref("operators", { run, worker, span, q: row.name }) } }) },
     { key: "calls", label: "Calls", numeric: true, format: count, title: "Calls of the operator that overlap the range" },
     { key: "size_increase_bytes", label: "Size Increase", numeric: true, format: bytes,
       title: "Bytes allocated less bytes freed, by the operator and the operators it called" },

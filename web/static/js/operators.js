@@ -1,5 +1,5 @@
 /**
- * The Operator view: where host and device time goes per PyTorch operator (or per operator and
+ * The Operators view (`operators`): where host and device time goes per PyTorch operator (or per operator and
  * input shape), as four top-N pies and a sortable, paginated table, with each operator's call
  * stacks on demand and a link to the kernels it launched. Reads `/api/operators` and
  * `/api/operators/stacks`.
@@ -7,7 +7,7 @@
  * Three layers: fetch (`fetchOperators`, `fetchStacks`), shape (pure functions from JSON to pie
  * slices, table columns and links, exported for reuse and tests) and draw (`mount` and the `draw*`
  * helpers). View state lives in the URL: `group_by`, `top`, `q`, `sort`, `page`.
- * @module operator
+ * @module operators
  */
 
 import { getJSON } from "./lib/api.js";
@@ -103,7 +103,7 @@ export function operatorSlices(rows, metric, top) {
  * @returns {string}
  */
 export function kernelsHref({ run, worker, span }, name) {
-  return viewHref("kernel", { run, worker, span, group_by: "name_op", op: name });
+  return viewHref("kernels", { run, worker, span, group_by: "name_op", op: name });
 }
 
 /**
@@ -168,7 +168,7 @@ async function drawPies(node, rows, top, query) {
 
 /**
  * Fetches and draws the operator view of one worker's span.
- * @param {HTMLElement} root the `[data-view="operator"]` section
+ * @param {HTMLElement} root the `[data-view="operators"]` section
  * @param {Selection & {group_by?: string, top?: string, q?: string, sort?: string, page?: string}} params
  * @param {{signal?: AbortSignal}} [context]
  */

@@ -1,12 +1,12 @@
 /**
- * The Kernel view: GPU kernels by total time, as a top-N pie, a tensor-core pie and a sortable,
+ * The Kernels view (`kernels`): GPU kernels by total time, as a top-N pie, a tensor-core pie and a sortable,
  * paginated table, per kernel or per kernel and launching operator, optionally only the kernels
  * one operator launched. Reads `/api/kernels`.
  *
  * Three layers: fetch (`fetchKernels`), shape (pure functions from JSON to pie slices and table
  * columns, exported for reuse and tests) and draw (`mount` and the `draw*` helpers). View state
  * lives in the URL: `group_by`, `op`, `top`, `q`, `sort`, `page`.
- * @module kernel
+ * @module kernels
  */
 
 import { getJSON } from "./lib/api.js";
@@ -206,7 +206,7 @@ function drawOpBanner(node, op, params) {
       " (and the operators it called)",
     ]),
     el("a", { class: "banner-clear", text: "Show all kernels", testid: "op-clear",
-      attrs: { href: viewHref("kernel", { ...rest, op: null }) } }),
+      attrs: { href: viewHref("kernels", { ...rest, op: null }) } }),
   );
   node.hidden = false;
 }
@@ -231,7 +231,7 @@ async function drawPies(node, rows, top, query) {
 
 /**
  * Fetches and draws the kernel view of one worker's span.
- * @param {HTMLElement} root the `[data-view="kernel"]` section
+ * @param {HTMLElement} root the `[data-view="kernels"]` section
  * @param {Selection & {group_by?: string, op?: string, top?: string, q?: string, sort?: string, page?: string}} params
  * @param {{signal?: AbortSignal}} [context]
  */
