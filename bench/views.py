@@ -39,7 +39,7 @@ def _paths(base: str, workers: int) -> dict[str, str]:
         f"kernels op={top}": f"/api/kernels?run=run&group_by=name_op&op={quote(top)}",
         f"stacks {with_stack}": f"/api/operators/stacks?run=run&name={quote(with_stack)}",
         "modules": "/api/modules?run=run",
-        "optree": "/api/optree?run=run",
+        "modules optree": "/api/modules/optree?run=run",
         f"distributed ({workers} worker{'s' if workers > 1 else ''})": "/api/distributed?run=run",
     }
 

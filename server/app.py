@@ -31,7 +31,7 @@ log = logging.getLogger("profboard")
 _WEB = Path(str(resources.files("profboard.web")))
 _PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 # Pages of views renamed to the one name each view has everywhere (issue 20): old page -> view.
-RENAMED_PAGES = {"operator": "operators", "kernel": "kernels"}
+RENAMED_PAGES = {"operator": "operators", "kernel": "kernels", "module": "modules"}
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:

@@ -75,7 +75,7 @@ VIEWS: tuple[View, ...] = (
     View("memory", "Memory", memory.router, lambda tables: len(tables.memory) > 0, _about(memory_curve_analysis, memory_analysis)),
     View("snapshot", "Memory Snapshot", snapshot.router, lambda tables: False,
          _about(snapshot_package, snapshot_unpickle), of_run=lambda run: bool(run.snapshots)),
-    View("module", "Module", modules.router, _has(Kind.CPU_OP), _about(modules_analysis)),
+    View("modules", "Module", modules.router, _has(Kind.CPU_OP), _about(modules_analysis)),
     View("distributed", "Distributed", distributed.router, distributed_analysis.has_communication,
          _about(distributed_analysis, stragglers_analysis), all_workers=True),
 )

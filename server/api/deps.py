@@ -11,7 +11,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from fastapi import Query, Request
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import RedirectResponse
+from starlette.requests import Request as StarletteRequest
 
 from ..store import FileState, RunState, TraceStore
 from ..trace.tables import TraceTables
@@ -155,3 +157,12 @@ class Memo:
 
 def get_memo(request: Request) -> Memo:
     return request.app.state.memo
+
+
+def add_moved_route(router: APIRouter, old: str, new: str) -> None:
+    """Answers GET `old`, an API path that clients may have scripted before it moved, with a 307 to
+    `new`, query string kept. Hidden from the OpenAPI schema; the README lists it."""
+    def moved(request: StarletteRequest) -> RedirectResponse:
+        query = request.url.query
+        return RedirectResponse(new + (f"?{query}" if query else ""), status_code=307)
+    router.add_route(old, moved, methods=["GET"], include_in_schema=False)

@@ -1,5 +1,5 @@
-"""GET /api/modules (the nn.Module tree and its icicle) and GET /api/optree (the main thread's
-operator tree)."""
+"""GET /api/modules (the nn.Module tree and its icicle) and GET /api/modules/optree (the main
+thread's operator tree); GET /api/optree, its older path, redirects there."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
 from ..analysis.modules import module_view, operator_tree
-from .deps import Memo, Selection, get_memo, select
+from .deps import Memo, Selection, add_moved_route, get_memo, select
 from .operators import op_tree
 from .trace import flows_of
 
@@ -39,8 +39,11 @@ def get_modules(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)
                     lambda: module_view(sel.tables, op_tree(sel, memo), flows_of(sel, memo)))
 
 
-@router.get("/api/optree", response_model=OperatorTree)
+@router.get("/api/modules/optree", response_model=OperatorTree)
 def get_optree(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)) -> dict[str, Any]:
     """The main thread's operators, annotations and modules as a tree, same-named siblings
     merged (calls, host/device total and self in us), capped with "… N more" nodes."""
     return memo.get(sel.tables, ("optree_view",), lambda: operator_tree(sel.tables, op_tree(sel, memo)))
+
+
+add_moved_route(router, "/api/optree", "/api/modules/optree")

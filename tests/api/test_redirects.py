@@ -24,7 +24,8 @@ def client(tmp_path_factory):
     ("/kernel?run=r&group_by=name_op&op=aten%3A%3Aconv2d", "/kernels?run=r&group_by=name_op&op=aten%3A%3Aconv2d"),
     ("/?view=operator&run=r&span=2", "/operators?run=r&span=2"),
     ("/?view=kernel", "/kernels"),
-], ids=["operator", "operator-query", "kernel-query", "index-view-operator", "index-view-kernel"])
+    ("/module?run=r&worker=w&span=1&width=host", "/modules?run=r&worker=w&span=1&width=host"),
+], ids=["operator", "operator-query", "kernel-query", "index-view-operator", "index-view-kernel", "module-query"])
 def test_renamed_page_redirects_with_its_query(client, old, new):
     response = client.get(old)
     assert response.status_code == 307, response.text
@@ -32,8 +33,28 @@ def test_renamed_page_redirects_with_its_query(client, old, new):
     assert client.get(new).status_code == 200
 
 
-@pytest.mark.parametrize("page", ["/operators", "/kernels", "/?view=operators"])
+@pytest.mark.parametrize("page", ["/operators", "/kernels", "/modules", "/?view=operators"])
 def test_new_page_names_answer_directly(client, page):
     response = client.get(page)
     assert response.status_code == 200
     assert 'data-view="' + (page.rsplit("=", 1)[-1] if "=" in page else page[1:]) + '"' in response.text
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("/api/optree?run=r&worker=w&span=1", "/api/modules/optree?run=r&worker=w&span=1"),
+    ("/api/optree", "/api/modules/optree"),
+], ids=["optree-query", "optree"])
+def test_moved_api_route_redirects_with_its_query(client, old, new):
+    for method in (client.get, client.head):
+        response = method(old)
+        assert response.status_code == 307, response.text
+        assert response.headers["location"] == new
+    # Where it lands is the route itself: unknown run, the API's own 404.
+    landed = client.get(old, follow_redirects=True)
+    assert landed.url.path == new.split("?")[0]
+    assert landed.status_code in (400, 404) and "error" in landed.json()
+
+
+def test_moved_api_routes_are_not_in_the_schema(client):
+    paths = client.get("/openapi.json").json()["paths"]
+    assert "/api/optree" not in paths and "/api/modules/optree" in paths

@@ -492,7 +492,7 @@ def test_server_shows_damaged_entries_ready_with_the_right_numbers(tmp_path, sta
     try:
         runs = server.runs()
         assert {name: r["status"] for name, r in runs.items()} == {name: "ready" for name in ["clean", *damages]}
-        paths = ["overview", "recommendations", "operators", "kernels", "modules", "optree", "memory/curve",
+        paths = ["overview", "recommendations", "operators", "kernels", "modules", "modules/optree", "memory/curve",
                  "trace/lanes", "trace/window"]
         clean = {path: server.get(f"/api/{path}", {"run": "clean"}) for path in paths}
         assert [p for p, answer in clean.items() if answer.status_code == 200] == paths

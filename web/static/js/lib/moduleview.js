@@ -1,5 +1,5 @@
 /**
- * Shaping for the Module view: pure functions from `/api/modules` and `/api/optree` JSON to the
+ * Shaping for the Module view: pure functions from `/api/modules` and `/api/modules/optree` JSON to the
  * icicle's Plotly trace, the width choices and the short texts the cards show. No DOM here, so
  * that tests can call every function directly.
  * @module lib/moduleview

@@ -4,7 +4,7 @@
  * tree (which rows are shown) on top. Used by the Module view's module and operator trees.
  *
  * Nodes are plain objects with an `id` and a `parent_id` (null for a root), listed in preorder
- * (a parent before its children, siblings in order), as /api/modules and /api/optree give them.
+ * (a parent before its children, siblings in order), as /api/modules and /api/modules/optree give them.
  * @module lib/treetable
  */
 

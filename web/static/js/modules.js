@@ -1,11 +1,11 @@
 /**
- * The Module view: nn.Module instances as an icicle (widths: device, host or backward device time)
+ * The Modules view (`modules`): nn.Module instances as an icicle (widths: device, host or backward device time)
  * and as a tree table with their numbers, and the main thread's operator tree. Reads `/api/modules`
- * and `/api/optree`.
+ * and `/api/modules/optree`.
  *
  * Three layers: fetch (`fetchModules`, `fetchOpTree`), shape (pure functions in lib/moduleview.js
  * and lib/treetable.js) and draw (`mount` and the `draw*` helpers).
- * @module module
+ * @module modules
  */
 
 import { getJSON } from "./lib/api.js";
@@ -47,7 +47,7 @@ export function fetchModules({ run, worker, span }, signal) {
  * @returns {Promise<OpTreeData>}
  */
 export function fetchOpTree({ run, worker, span }, signal) {
-  return getJSON("/api/optree", { run, worker, span }, signal);
+  return getJSON("/api/modules/optree", { run, worker, span }, signal);
 }
 
 // ---------------------------------------------------------------- draw helpers
@@ -240,7 +240,7 @@ async function drawIcicle(root, data, width, level, onSector) {
 
 /**
  * Fetches and draws the Module view of one worker's span.
- * @param {HTMLElement} root the `[data-view="module"]` section
+ * @param {HTMLElement} root the `[data-view="modules"]` section
  * @param {Selection & {width?: string}} params
  * @param {{signal?: AbortSignal}} [context]
  */
