@@ -53,7 +53,7 @@ import pandas as pd
 
 from ..trace.schema import Kind
 from ..trace.tables import TraceTables
-from .compiled import REGION_PREFIX
+from .compile import REGION_PREFIX
 from .flows import CATEGORIES, Flows
 from .names import name_mask
 from .optree import OpTree, nest, subtree_sums, thread_key

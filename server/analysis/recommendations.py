@@ -21,7 +21,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from ..trace.tables import TraceTables
-from .compiled import compile_breakdown, compiled_regions
+from .compile import compile_breakdown, compiled_regions
 from .launch import launch_overhead
 from .optree import OpTree, build_op_tree
 from .steps import Steps
@@ -59,7 +59,7 @@ class Context:
 
     @cached_property
     def compiled(self) -> dict[str, Any]:
-        """compiled.compiled_regions: torch.compile's regions and graph breaks."""
+        """compile.compiled_regions: torch.compile's regions and graph breaks."""
         return compiled_regions(self.tables, self.steps)
 
     @cached_property

@@ -13,8 +13,8 @@ from typing import Callable
 
 from fastapi import APIRouter
 
-from ..analysis import compiled as compiled_analysis
-from ..analysis import compiled_ops as compiled_ops_analysis
+from ..analysis import compile as compile_analysis
+from ..analysis import compile_ops as compile_ops_analysis
 from ..analysis import distributed as distributed_analysis
 from ..analysis import kernels as kernels_analysis
 from ..analysis import launch as launch_analysis
@@ -35,7 +35,7 @@ from ..logdir import Run
 from ..snapshot import unpickle as snapshot_unpickle
 from ..trace.schema import Kind
 from ..trace.tables import TraceTables
-from . import compiled, distributed, kernels, memory, modules, operators, overview, recommendations, snapshot, trace
+from . import compile, distributed, kernels, memory, modules, operators, overview, recommendations, snapshot, trace
 
 log = logging.getLogger("profboard")
 
@@ -69,8 +69,8 @@ VIEWS: tuple[View, ...] = (
     View("operators", "Operator", operators.router, _has(Kind.CPU_OP), _about(operators_analysis, optree_analysis)),
     View("kernels", "Kernel", kernels.router, _has(Kind.KERNEL),
          _about(kernels_analysis, optree_analysis, tensor_cores_analysis)),
-    View("compile", "torch.compile", compiled.router, compiled_analysis.has_compiled_code,
-         _about(compiled_analysis, compiled_ops_analysis, launch_analysis)),
+    View("compile", "torch.compile", compile.router, compile_analysis.has_compiled_code,
+         _about(compile_analysis, compile_ops_analysis, launch_analysis)),
     View("trace", "Trace", trace.router, lambda tables: len(tables.events) > 0, _about(timeline_analysis)),
     View("memory", "Memory", memory.router, lambda tables: len(tables.memory) > 0, _about(memory_curve_analysis, memory_analysis)),
     View("snapshot", "Memory Snapshot", snapshot.router, lambda tables: False,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from profboard.server.analysis.compiled import compile_breakdown, compiled_regions, has_compiled_code
+from profboard.server.analysis.compile import compile_breakdown, compiled_regions, has_compiled_code
 from profboard.server.analysis.overview import overview
 from profboard.server.trace.load import parse_trace_bytes
 from profboard.server.trace.read import read_trace_bytes

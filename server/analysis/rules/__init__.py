@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..recommendations import Rule
 from . import step_shares, utilization
 from . import memory, parallel, syncs, tensor_cores
-from . import compiled, launch, straggler
+from . import compile, launch, straggler
 
 RULES: tuple[Rule, ...] = (
     step_shares.dataloader_bound,
@@ -16,7 +16,7 @@ RULES: tuple[Rule, ...] = (
     tensor_cores.tensor_cores_unused,
     memory.memory_near_limit,
     parallel.ddp_instead_of_dp,
-    compiled.graph_breaks,
+    compile.graph_breaks,
     launch.launch_bound,
     straggler.straggler,
 )

@@ -1,10 +1,10 @@
-"""aten operators inside compiled graphs (server/analysis/compiled_ops.py)."""
+"""aten operators inside compiled graphs (server/analysis/compile_ops.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from profboard.server.analysis.compiled_ops import aten_in_graphs
+from profboard.server.analysis.compile_ops import aten_in_graphs
 from profboard.server.analysis.optree import build_op_tree
 from synth import Trace, parse
 

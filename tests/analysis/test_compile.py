@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from profboard.server.analysis.compiled import (compile_breakdown, compile_phase, compiled_pieces,
-                                                compiled_regions, has_compiled_code, kernel_mix)
-from profboard.server.analysis.rules.compiled import graph_breaks
+from profboard.server.analysis.compile import (compile_breakdown, compile_phase, compiled_pieces,
+                                               compiled_regions, has_compiled_code, kernel_mix)
+from profboard.server.analysis.rules.compile import graph_breaks
 from synth import TC_GEMM, Trace, parse, rule_context
 
 BACKWARD_TID = 2000

@@ -8,8 +8,8 @@ from typing import Any
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
-from ..analysis.compiled import compiled_view
-from ..analysis.compiled_ops import aten_in_graphs
+from ..analysis.compile import compiled_view
+from ..analysis.compile_ops import aten_in_graphs
 from ..analysis.launch import launch_overhead
 from .deps import Memo, Selection, get_memo, select
 from .operators import op_tree
@@ -26,7 +26,7 @@ class Compiled(BaseModel):
     warnings: list[str]
 
 
-router = APIRouter(tags=["torch.compile"])
+router = APIRouter(tags=["compile"])
 
 
 @router.get("/api/compile", response_model=Compiled)
