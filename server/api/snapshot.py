@@ -1,6 +1,6 @@
-"""GET /api/memory/snapshot*: a run's CUDA allocator snapshots (`*.pickle` next to its traces):
-totals, the active memory timeline, the allocator's segments at a point of the history, and the
-top allocation sites."""
+"""GET /api/snapshot*: a run's CUDA allocator snapshots (`*.pickle` next to its traces): totals,
+the active memory timeline, the allocator's segments at a point of the history, and the top
+allocation sites. Their older paths, /api/memory/snapshot*, redirect here."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..logdir import SnapshotFile
 from ..snapshot import SnapshotError
 from ..snapshot.cache import SnapshotCache
 from ..snapshot.worker import Loaded
-from .deps import get_store
+from .deps import add_moved_route, get_store
 from .errors import BadParameter, NotFound, SnapshotRefused
 
 
@@ -129,11 +129,11 @@ def select_snapshot(request: Request,
     return Picked(run, chosen, files, request.app.state.snapshots)
 
 
-router = APIRouter(tags=["memory snapshot"])
+router = APIRouter(tags=["snapshot"])
 _DEVICE = Query(None, ge=0, description="CUDA device index (default: the first in the snapshot)")
 
 
-@router.get("/api/memory/snapshot", response_model=Summary)
+@router.get("/api/snapshot", response_model=Summary)
 def get_snapshot(picked: Picked = Depends(select_snapshot)) -> dict[str, Any]:
     """Totals over the snapshot and per device: reserved, allocated, inactive (fragmentation),
     awaiting free, history length and OOM events; and the run's snapshot files."""
@@ -141,8 +141,8 @@ def get_snapshot(picked: Picked = Depends(select_snapshot)) -> dict[str, Any]:
             "files": [{"name": f.name, "size_bytes": f.size} for f in picked.files], **picked.call(Loaded.summary)}
 
 
-@router.get("/api/memory/snapshot/timeline", response_model=Timeline)
-def get_timeline(picked: Picked = Depends(select_snapshot), device: int | None = _DEVICE,
+@router.get("/api/snapshot/timeline", response_model=Timeline)
+def get_snapshot_timeline(picked: Picked = Depends(select_snapshot), device: int | None = _DEVICE,
                  max_allocations: int = Query(150, ge=1, le=1000, description="Allocations drawn as their own band"),
                  max_points: int = Query(1500, ge=10, le=10000, description="Points along the history")
                  ) -> dict[str, Any]:
@@ -151,8 +151,8 @@ def get_timeline(picked: Picked = Depends(select_snapshot), device: int | None =
     return picked.call(Loaded.timeline, picked.device(device), max_allocations, max_points)
 
 
-@router.get("/api/memory/snapshot/state", response_model=State)
-def get_state(picked: Picked = Depends(select_snapshot), device: int | None = _DEVICE,
+@router.get("/api/snapshot/state", response_model=State)
+def get_snapshot_state(picked: Picked = Depends(select_snapshot), device: int | None = _DEVICE,
               at: int | None = Query(None, ge=-1, description="Trace entry index (-1: before the history; "
                                      "default: the snapshot's own final state)")) -> dict[str, Any]:
     """The allocator's segments and their blocks (allocated, inactive, awaiting free) after entry `at`."""
@@ -164,11 +164,15 @@ def get_state(picked: Picked = Depends(select_snapshot), device: int | None = _D
     return {k: v for k, v in found.items() if k != "at"}
 
 
-@router.get("/api/memory/snapshot/sites", response_model=Sites)
-def get_sites(picked: Picked = Depends(select_snapshot), device: int | None = _DEVICE,
+@router.get("/api/snapshot/sites", response_model=Sites)
+def get_snapshot_sites(picked: Picked = Depends(select_snapshot), device: int | None = _DEVICE,
               n: int = Query(20, ge=1, le=500, description="How many sites"),
               by: Literal["total_bytes", "peak_bytes", "live_bytes", "calls"] = Query(
                   "total_bytes", description="Order: bytes over all allocations, at the peak, still live, or calls")
               ) -> dict[str, Any]:
     """The top allocation sites (first frame in user code, else the operator) with their stacks."""
     return picked.call(Loaded.sites, None if device is None else picked.device(device), n, by)
+
+
+for _part in ("", "/timeline", "/state", "/sites"):
+    add_moved_route(router, f"/api/memory/snapshot{_part}", f"/api/snapshot{_part}")

@@ -134,33 +134,46 @@ def test_bad_memory_parameters(memory_server):
 
 
 def test_snapshot_summary_timeline_state_and_sites(memory_server):
-    summary = memory_server.get("/api/memory/snapshot", {"run": "resnet50"}).json()
+    summary = memory_server.get("/api/snapshot", {"run": "resnet50"}).json()
     assert summary["file"] == "resnet18_snapshot.pickle" and summary["devices"] == [0]
     assert summary["reserved_bytes"] == summary["allocated_bytes"] + summary["inactive_bytes"] + summary["pending_free_bytes"]
-    timeline = memory_server.get("/api/memory/snapshot/timeline", {"run": "resnet50"}).json()
+    timeline = memory_server.get("/api/snapshot/timeline", {"run": "resnet50"}).json()
     assert timeline["bands"] and max(timeline["total_bytes"]) == timeline["peak"]["bytes"]
-    state = memory_server.get("/api/memory/snapshot/state", {"run": "resnet50"}).json()
+    state = memory_server.get("/api/snapshot/state", {"run": "resnet50"}).json()
     assert sum(s["total_bytes"] for s in state["segments"]) == summary["reserved_bytes"]
-    earlier = memory_server.get("/api/memory/snapshot/state",
+    earlier = memory_server.get("/api/snapshot/state",
                                 {"run": "resnet50", "at": timeline["peak"]["index"]}).json()
     assert earlier["totals"]["allocated_bytes"] >= timeline["peak"]["bytes"] > state["totals"]["allocated_bytes"]
-    sites = memory_server.get("/api/memory/snapshot/sites", {"run": "resnet50", "n": 5}).json()
+    sites = memory_server.get("/api/snapshot/sites", {"run": "resnet50", "n": 5}).json()
     assert len(sites["rows"]) == 5 and sites["rows"][0]["total_bytes"] >= sites["rows"][-1]["total_bytes"]
-    only = memory_server.get("/api/memory/snapshot", {"run": "snapshot_only"}).json()
+    only = memory_server.get("/api/snapshot", {"run": "snapshot_only"}).json()
     assert only["reserved_bytes"] == summary["reserved_bytes"]
+
+
+@pytest.mark.parametrize("part", ["", "/timeline", "/state", "/sites"])
+def test_snapshot_old_paths_redirect_to_the_same_answers(memory_server, part):
+    """/api/memory/snapshot* were these routes' paths before each view had one name (issue 20):
+    scripts that use them get a 307 to /api/snapshot* with their query, then the same answer."""
+    params = {"run": "resnet50", "device": 0}
+    old = memory_server.get(f"/api/memory/snapshot{part}", params)
+    assert old.status_code == 307 and old.headers["location"] == f"/api/snapshot{part}?run=resnet50&device=0"
+    followed = httpx.get(f"{memory_server.base}/api/memory/snapshot{part}", params=params, follow_redirects=True,
+                         timeout=30)
+    assert followed.status_code == 200 and followed.url.path == f"/api/snapshot{part}"
+    assert followed.json() == memory_server.get(f"/api/snapshot{part}", params).json()
 
 
 def test_unsafe_and_broken_snapshots_are_refused_without_running_anything(memory_server):
     runs = memory_server.runs()
     assert runs["unsafe"]["snapshots"] == ["evil_snapshot.pickle", "notes.pickle"]
-    evil = memory_server.get("/api/memory/snapshot", {"run": "unsafe", "file": "evil_snapshot.pickle"})
+    evil = memory_server.get("/api/snapshot", {"run": "unsafe", "file": "evil_snapshot.pickle"})
     assert evil.status_code == 422 and evil.json()["error"]["code"] == "snapshot_error"
     assert "refused" in evil.json()["error"]["message"] and "system" in evil.json()["error"]["message"]
     assert not memory_server.marker.exists()
-    junk = memory_server.get("/api/memory/snapshot/timeline", {"run": "unsafe", "file": "notes.pickle"})
+    junk = memory_server.get("/api/snapshot/timeline", {"run": "unsafe", "file": "notes.pickle"})
     assert junk.status_code == 422 and "notes.pickle" in junk.json()["error"]["message"]
     # ... and the server goes on serving.
-    assert memory_server.get("/api/memory/snapshot", {"run": "resnet50"}).status_code == 200
+    assert memory_server.get("/api/snapshot", {"run": "resnet50"}).status_code == 200
 
 
 def test_bad_snapshot_parameters(memory_server):
@@ -169,17 +182,17 @@ def test_bad_snapshot_parameters(memory_server):
         ({"run": "resnet50", "device": 3}, 404), ({"run": "resnet50", "device": "x"}, 400),
     ]
     for params, status in cases:
-        response = memory_server.get("/api/memory/snapshot/timeline", params)
+        response = memory_server.get("/api/snapshot/timeline", params)
         assert response.status_code == status, (params, response.text)
         assert set(response.json()) == {"error"}
-    too_far = memory_server.get("/api/memory/snapshot/state", {"run": "resnet50", "at": 10**7})
+    too_far = memory_server.get("/api/snapshot/state", {"run": "resnet50", "at": 10**7})
     assert too_far.status_code == 400 and "entries" in too_far.json()["error"]["message"]
 
 
 def test_hostile_snapshots_are_refused_without_holding_up_other_requests(memory_server):
     answers = {}
     slow = threading.Thread(target=lambda: answers.setdefault("slow.pickle", memory_server.get(
-        "/api/memory/snapshot", {"run": "hostile", "file": "slow.pickle"}, timeout=120)))
+        "/api/snapshot", {"run": "hostile", "file": "slow.pickle"}, timeout=120)))
     slow.start()
     slowest = 0.0
     while slow.is_alive():  # the server answers others while the pickle hashes away in its own process
@@ -190,14 +203,14 @@ def test_hostile_snapshots_are_refused_without_holding_up_other_requests(memory_
     assert slowest < 2, f"/api/runs took {slowest:.1f} s while a snapshot loaded"
     expected = {"slow.pickle": "processor time", "laughs.pickle": "billion laughs",
                 "bomb.pickle.gz": "inflates beyond this server's limit of 64 MiB"}
-    answers["laughs.pickle"] = memory_server.get("/api/memory/snapshot/timeline", {"run": "hostile", "file": "laughs.pickle"})
-    answers["bomb.pickle.gz"] = memory_server.get("/api/memory/snapshot/state", {"run": "hostile", "file": "bomb.pickle.gz"})
+    answers["laughs.pickle"] = memory_server.get("/api/snapshot/timeline", {"run": "hostile", "file": "laughs.pickle"})
+    answers["bomb.pickle.gz"] = memory_server.get("/api/snapshot/state", {"run": "hostile", "file": "bomb.pickle.gz"})
     for name, words in expected.items():
         response = answers[name]
         assert response.status_code == 422 and words in response.json()["error"]["message"], response.text
     # Asked again, each answers its remembered refusal at once (loading slow.pickle took seconds).
     for name, words in expected.items():
         start = time.perf_counter()
-        response = memory_server.get("/api/memory/snapshot/sites", {"run": "hostile", "file": name})
+        response = memory_server.get("/api/snapshot/sites", {"run": "hostile", "file": name})
         assert time.perf_counter() - start < 1
         assert response.status_code == 422 and words in response.json()["error"]["message"]

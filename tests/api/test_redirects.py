@@ -43,7 +43,11 @@ def test_new_page_names_answer_directly(client, page):
 @pytest.mark.parametrize(("old", "new"), [
     ("/api/optree?run=r&worker=w&span=1", "/api/modules/optree?run=r&worker=w&span=1"),
     ("/api/optree", "/api/modules/optree"),
-], ids=["optree-query", "optree"])
+    ("/api/memory/snapshot?run=r&file=a.pickle", "/api/snapshot?run=r&file=a.pickle"),
+    ("/api/memory/snapshot/timeline?run=r&device=0", "/api/snapshot/timeline?run=r&device=0"),
+    ("/api/memory/snapshot/state?run=r&at=-1", "/api/snapshot/state?run=r&at=-1"),
+    ("/api/memory/snapshot/sites?run=r&by=calls&n=5", "/api/snapshot/sites?run=r&by=calls&n=5"),
+], ids=["optree-query", "optree", "snapshot", "snapshot-timeline", "snapshot-state", "snapshot-sites"])
 def test_moved_api_route_redirects_with_its_query(client, old, new):
     for method in (client.get, client.head):
         response = method(old)
@@ -58,3 +62,5 @@ def test_moved_api_route_redirects_with_its_query(client, old, new):
 def test_moved_api_routes_are_not_in_the_schema(client):
     paths = client.get("/openapi.json").json()["paths"]
     assert "/api/optree" not in paths and "/api/modules/optree" in paths
+    assert not [p for p in paths if p.startswith("/api/memory/snapshot")]
+    assert {"/api/snapshot", "/api/snapshot/timeline", "/api/snapshot/state", "/api/snapshot/sites"} <= set(paths)

@@ -165,7 +165,7 @@ def test_remote_raw_download_is_the_original_object(remote, bucket):
 
 
 def test_remote_memory_snapshot_loads(remote):
-    response = remote.get("/api/memory/snapshot", {"run": "loss_sync_gzip", "file": Path(SNAPSHOT).name},
+    response = remote.get("/api/snapshot", {"run": "loss_sync_gzip", "file": Path(SNAPSHOT).name},
                           timeout=60)
     assert response.status_code == 200, response.text
 

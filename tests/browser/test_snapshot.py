@@ -86,7 +86,7 @@ def api_get(api, path: str, run: str = TRACE_RUN, **params) -> dict:
 
 def test_snapshot_summary_cards_match_the_api(snap, api):
     snap.open(f"run={TRACE_RUN}&file={FILE}").wait_drawn()
-    summary = api_get(api, "/api/memory/snapshot")
+    summary = api_get(api, "/api/snapshot")
     assert summary["devices"] == [0]
     expect(snap.card("snap-summary", "reserved")).to_have_text(fmt_bytes(summary["reserved_bytes"]))
     expect(snap.card("snap-summary", "allocated")).to_have_text(fmt_bytes(summary["allocated_bytes"]))
@@ -114,7 +114,7 @@ def test_snapshot_summary_cards_match_the_api(snap, api):
 
 def test_snapshot_timeline_draws_bands_other_total_and_peak(snap, api, shots):
     snap.open(f"run={TRACE_RUN}").wait_drawn()
-    timeline = api_get(api, "/api/memory/snapshot/timeline", max_allocations=150, max_points=1500)
+    timeline = api_get(api, "/api/snapshot/timeline", max_allocations=150, max_points=1500)
     chart = snap.part("snap-timeline")
     # One area per band, the summed rest, the total line.
     expected = len(timeline["bands"]) + (1 if any(timeline["other_bytes"]) else 0) + 1
@@ -153,10 +153,10 @@ def test_snapshot_click_on_timeline_picks_the_state_point(snap, api, shots):
     expect(snap.part("state-meta")).to_contain_text("After entry")
     expect(snap.part("snap-state")).not_to_have_attribute("aria-busy", "true")
     at = int(snap.query()["at"])
-    entries = api_get(api, "/api/memory/snapshot")["trace_entries"]
+    entries = api_get(api, "/api/snapshot")["trace_entries"]
     assert 0.3 * entries < at < 0.6 * entries
     assert snap.part("snap-state").get_attribute("data-at") == str(at)
-    state = api_get(api, "/api/memory/snapshot/state", at=at)
+    state = api_get(api, "/api/snapshot/state", at=at)
     expect(snap.part("state-meta")).to_contain_text(f"After entry {fmt_count(at)} of {fmt_count(entries)}")
     expect(snap.card("state-totals", "allocated")).to_have_text(fmt_bytes(state["totals"]["allocated_bytes"]))
     expect(snap.card("state-totals", "reserved")).to_have_text(fmt_bytes(state["totals"]["reserved_bytes"]))
@@ -205,10 +205,10 @@ def test_snapshot_click_above_the_stack_picks_a_point_too(snap):
 def test_snapshot_oom_events_are_highlighted(snap, server):
     """The fixture has no OOM: the summary is given one, as PyTorch records it (an `oom` entry)."""
     page = snap.page
-    summary = page.request.get(f"{server}/api/memory/snapshot?run={ONLY_RUN}").json()
+    summary = page.request.get(f"{server}/api/snapshot?run={ONLY_RUN}").json()
     summary["ooms"] = {"count": 1, "events": [{"device": 0, "index": 2000, "time_us": None,
                                                "size_bytes": 8 << 30, "device_free_bytes": 1 << 30}]}
-    page.route("**/api/memory/snapshot?*", lambda route: route.fulfill(json=summary))
+    page.route("**/api/snapshot?*", lambda route: route.fulfill(json=summary))
     snap.open(f"run={ONLY_RUN}").wait_drawn()
     card = snap.part("snap-summary").locator(css_testid("card-ooms"))
     expect(card).to_have_class(re.compile("snap-stat-alert"))
@@ -226,12 +226,12 @@ def test_snapshot_oom_events_are_highlighted(snap, server):
 
 def test_snapshot_without_history_says_why_there_is_no_timeline(snap, server):
     page = snap.page
-    summary = page.request.get(f"{server}/api/memory/snapshot?run={ONLY_RUN}").json()
+    summary = page.request.get(f"{server}/api/snapshot?run={ONLY_RUN}").json()
     summary["history"] = False
     summary["trace_entries"] = 0
     for d in summary["per_device"]:
         d["trace_entries"] = 0
-    page.route("**/api/memory/snapshot?*", lambda route: route.fulfill(json=summary))
+    page.route("**/api/snapshot?*", lambda route: route.fulfill(json=summary))
     snap.open(f"run={ONLY_RUN}")
     expect(snap.part("snap-timeline")).to_contain_text("_record_memory_history")
     expect(snap.part("segment-table").locator("table")).to_be_visible()
@@ -241,8 +241,8 @@ def test_snapshot_without_history_says_why_there_is_no_timeline(snap, server):
 
 def test_snapshot_segments_agree_with_the_summary_at_the_final_state(snap, api):
     snap.open(f"run={TRACE_RUN}").wait_drawn()
-    summary = api_get(api, "/api/memory/snapshot")
-    state = api_get(api, "/api/memory/snapshot/state")
+    summary = api_get(api, "/api/snapshot")
+    state = api_get(api, "/api/snapshot/state")
     segments = state["segments"]
     # The replayed final state is the snapshot's own segments: the totals agree.
     assert state["totals"]["reserved_bytes"] == summary["reserved_bytes"] == sum(s["total_bytes"] for s in segments)
@@ -283,7 +283,7 @@ def test_snapshot_segments_agree_with_the_summary_at_the_final_state(snap, api):
 
 def test_snapshot_sites_table_rows_open_to_their_frames(snap, api):
     snap.open(f"run={TRACE_RUN}").wait_drawn()
-    sites = api_get(api, "/api/memory/snapshot/sites", n=50)["rows"]
+    sites = api_get(api, "/api/snapshot/sites", n=50)["rows"]
     expect(snap.site_rows()).to_have_count(len(sites))
     assert snap.column("sites-table", "Calls") == [fmt_count(r["calls"]) for r in sites]
     assert snap.column("sites-table", "Total") == [fmt_bytes(r["total_bytes"]) for r in sites]
@@ -310,7 +310,7 @@ def test_snapshot_sites_table_rows_open_to_their_frames(snap, api):
     expect(snap.part("sites-table").locator(css_testid("site-frames"))).to_contain_text("No Python frames")
     # Ranking by another measure asks the API again.
     snap.part("sites-by").select_option("live_bytes")
-    live = api_get(api, "/api/memory/snapshot/sites", n=50, by="live_bytes")["rows"]
+    live = api_get(api, "/api/snapshot/sites", n=50, by="live_bytes")["rows"]
     expect(snap.site_rows().first.locator(css_testid("site-toggle"))).to_have_attribute("title", live[0]["site"])
     assert snap.query()["sites_by"] == "live_bytes"
     assert snap.page.errors == []
@@ -331,7 +331,7 @@ def test_snapshot_only_run_opens_on_this_view_without_worker_or_span(snap, api, 
     expect(snap.select("view")).to_have_value("snapshot")
     assert snap.select("view").locator("option").all_inner_texts() == ["Memory Snapshot"]
     expect(snap.error()).to_be_hidden()
-    summary = api_get(api, "/api/memory/snapshot", run=ONLY_RUN)
+    summary = api_get(api, "/api/snapshot", run=ONLY_RUN)
     expect(snap.card("snap-summary", "reserved")).to_have_text(fmt_bytes(summary["reserved_bytes"]))
     snap.screenshot(shots, "snapshot_only")
     assert snap.page.errors == []
@@ -365,7 +365,7 @@ def test_view_select_link_to_this_view_carries_run_and_file(snap):
 
 
 def test_refused_pickle_shows_the_server_message_and_other_runs_work(snap, server, shots):
-    response = snap.page.request.get(f"{server}/api/memory/snapshot?run={REFUSED_RUN}")
+    response = snap.page.request.get(f"{server}/api/snapshot?run={REFUSED_RUN}")
     assert response.status == 422
     error = response.json()["error"]
     assert error["code"] == "snapshot_error"
@@ -432,7 +432,7 @@ def test_stacked_bands_sit_on_earlier_live_bands(memsnap):
 
 def test_stacked_bands_reach_the_peak_with_few_points(memsnap):
     result = memsnap("""(async () => {
-        const tl = await (await fetch('/api/memory/snapshot/timeline?run=snapshot_only')).json();
+        const tl = await (await fetch('/api/snapshot/timeline?run=snapshot_only')).json();
         const s = m.stackBands(tl, 1);
         const areas = [...s.bands, ...(s.other ? [s.other] : [])];
         const points = areas.reduce((n, a) => n + a.xs.length, 0);

@@ -2,7 +2,7 @@
  * The Memory Snapshot view: a CUDA caching-allocator snapshot (`torch.cuda.memory._dump_snapshot`)
  * of the run: summary cards, the active memory timeline (live allocations over the recorded
  * history, stacked), the allocator's segments and blocks at a chosen point of the history and
- * the top allocation sites. Reads `/api/memory/snapshot`, `.../timeline`, `.../state`, `.../sites`.
+ * the top allocation sites. Reads `/api/snapshot`, `.../timeline`, `.../state`, `.../sites`.
  *
  * Three layers: fetch (`fetch*`), shape (pure functions in `lib/memsnap.js`) and draw (`mount`
  * and the `draw*` helpers). View state lives in the URL: `file`, `device`, `at` (the history
@@ -48,23 +48,23 @@ const SITES_BY = ["total_bytes", "peak_bytes", "live_bytes", "calls"];
 
 /** @param {Params} p @param {AbortSignal} [signal] */
 export function fetchSummary(p, signal) {
-  return getJSON("/api/memory/snapshot", { run: p.run, file: p.file }, signal);
+  return getJSON("/api/snapshot", { run: p.run, file: p.file }, signal);
 }
 
 /** @param {Params} p @param {number} device @param {AbortSignal} [signal] @returns {Promise<Timeline>} */
 export function fetchTimeline(p, device, signal) {
-  return getJSON("/api/memory/snapshot/timeline", { run: p.run, file: p.file, device,
+  return getJSON("/api/snapshot/timeline", { run: p.run, file: p.file, device,
     max_allocations: MAX_BANDS, max_points: MAX_POINTS }, signal);
 }
 
 /** @param {Params} p @param {number} device @param {number|null} at @param {AbortSignal} [signal] @returns {Promise<State>} */
 export function fetchState(p, device, at, signal) {
-  return getJSON("/api/memory/snapshot/state", { run: p.run, file: p.file, device, at }, signal);
+  return getJSON("/api/snapshot/state", { run: p.run, file: p.file, device, at }, signal);
 }
 
 /** @param {Params} p @param {number} device @param {string} by @param {AbortSignal} [signal] */
 export function fetchSites(p, device, by, signal) {
-  return getJSON("/api/memory/snapshot/sites", { run: p.run, file: p.file, device, n: SITES_N, by }, signal);
+  return getJSON("/api/snapshot/sites", { run: p.run, file: p.file, device, n: SITES_N, by }, signal);
 }
 
 // ---------------------------------------------------------------- draw helpers

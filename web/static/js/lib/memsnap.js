@@ -1,5 +1,5 @@
 /**
- * Pure shaping for the Memory Snapshot view: from `/api/memory/snapshot*` JSON to summary cards,
+ * Pure shaping for the Memory Snapshot view: from `/api/snapshot*` JSON to summary cards,
  * Plotly traces of the active memory timeline, segment strips and table rows. No DOM, no Plotly.
  * @module lib/memsnap
  */
@@ -122,7 +122,7 @@ export function bytesAxis(maxBytes) {
 
 /**
  * One device's totals from the summary (the overall ones when the device is not listed).
- * @param {Record<string, any>} summary `/api/memory/snapshot`
+ * @param {Record<string, any>} summary `/api/snapshot`
  * @param {number} device
  * @returns {Record<string, any>}
  */
@@ -134,7 +134,7 @@ export function deviceTotals(summary, device) {
 /**
  * The summary cards of one device: reserved, allocated, inactive (fragmentation), awaiting free,
  * segments, history entries and OOM events.
- * @param {Record<string, any>} summary `/api/memory/snapshot`
+ * @param {Record<string, any>} summary `/api/snapshot`
  * @param {number} device
  * @returns {Card[]}
  */
