@@ -30,8 +30,6 @@ log = logging.getLogger("profboard")
 
 _WEB = Path(str(resources.files("profboard.web")))
 _PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-# Pages of views renamed to the one name each view has everywhere (issue 20): old page -> view.
-RENAMED_PAGES = {"operator": "operators", "kernel": "kernels", "module": "modules"}
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
@@ -94,6 +92,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.mount("/static", StaticFiles(directory=_WEB / "static"), name="static")
     templates = Jinja2Templates(directory=str(_WEB / "templates"))
     view_names = [v.name for v in VIEWS]
+    # Pages under a view's older name (issue 20 gave each view one name): old name -> view.
+    renamed_pages = {old: v.name for v in VIEWS for old in v.renamed_from}
 
     def page(request: Request, view: str) -> HTMLResponse:
         context = {"views": [{"name": v.name, "title": v.title} for v in VIEWS], "view": view, "version": __version__}
@@ -104,17 +104,17 @@ def create_app(settings: Settings) -> FastAPI:
 
     def renamed(view: str, query: str) -> RedirectResponse:
         # A page under a view's old name (bookmarks, shared links) moves to the new one, query kept.
-        return RedirectResponse(f"/{RENAMED_PAGES[view]}" + (f"?{query}" if query else ""), status_code=307)
+        return RedirectResponse(f"/{renamed_pages[view]}" + (f"?{query}" if query else ""), status_code=307)
 
     @app.get("/", include_in_schema=False, response_class=HTMLResponse)
     def index(request: Request, view: str = view_names[0]) -> Response:
-        if view in RENAMED_PAGES:
+        if view in renamed_pages:
             return renamed(view, urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "view"]))
         return page(request, view)
 
     @app.get("/{view}", include_in_schema=False, response_class=HTMLResponse)
     def view_page(request: Request, view: str) -> Response:
-        if view in RENAMED_PAGES:
+        if view in renamed_pages:
             return renamed(view, request.url.query)
         return page(request, view)
 

@@ -8,12 +8,16 @@ from typing import Any
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
-from ..analysis.compile import compiled_view
+from ..analysis import compile as compile_analysis
+from ..analysis import compile_ops as compile_ops_analysis
+from ..analysis import launch as launch_analysis
+from ..analysis.compile import compiled_view, has_compiled_code
 from ..analysis.compile_ops import aten_in_graphs
 from ..analysis.launch import launch_overhead
 from .deps import Memo, Selection, get_memo, select
 from .operators import op_tree
 from .trace import flows_of, steps_of
+from .views import View, about_of
 
 
 class Compiled(BaseModel):
@@ -27,6 +31,8 @@ class Compiled(BaseModel):
 
 
 router = APIRouter(tags=["compile"])
+VIEW = View("compile", "torch.compile", router, has_compiled_code,
+            about_of(compile_analysis, compile_ops_analysis, launch_analysis))
 
 
 @router.get("/api/compile", response_model=Compiled)

@@ -7,8 +7,11 @@ from typing import Any
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
-from ..analysis.distributed import WorkerSummary, combine, summarize_worker
+from ..analysis import distributed as distributed_analysis
+from ..analysis import stragglers as stragglers_analysis
+from ..analysis.distributed import WorkerSummary, combine, has_communication, summarize_worker
 from .deps import Memo, SpanSelection, get_memo, select_span
+from .views import View, about_of
 
 
 class Distributed(BaseModel):
@@ -25,6 +28,8 @@ class Distributed(BaseModel):
 
 
 router = APIRouter(tags=["distributed"])
+VIEW = View("distributed", "Distributed", router, has_communication, about_of(distributed_analysis, stragglers_analysis),
+            all_workers=True)
 
 
 def distributed_of(picked: SpanSelection, memo: Memo) -> dict[str, Any]:

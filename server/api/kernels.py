@@ -7,10 +7,15 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
 
+from ..analysis import kernels as kernels_analysis
+from ..analysis import optree as optree_analysis
+from ..analysis import tensor_cores as tensor_cores_analysis
 from ..analysis.kernels import kernel_table
 from ..analysis.optree import tree_warnings
+from ..trace.schema import Kind
 from .deps import Memo, Selection, get_memo, select
 from .operators import op_tree
+from .views import View, about_of, has_kind
 
 
 class KernelRow(BaseModel):
@@ -40,6 +45,8 @@ class Kernels(BaseModel):
 
 
 router = APIRouter(tags=["kernels"])
+VIEW = View("kernels", "Kernel", router, has_kind(Kind.KERNEL),
+            about_of(kernels_analysis, optree_analysis, tensor_cores_analysis), renamed_from=("kernel",))
 
 
 @router.get("/api/kernels", response_model=Kernels, response_model_exclude_unset=True)

@@ -10,10 +10,12 @@ from pydantic import BaseModel
 
 from ..analysis import memory, memory_curve
 from ..analysis.records import clean_row
+from ..trace.tables import TraceTables
 from .deps import Memo, Selection, get_memo, select, time_query
 from .errors import BadParameter, NotFound
 from .operators import op_tree
 from .trace import StepRange, steps_of
+from .views import View, about_of
 
 MAX_EVENT_ROWS = 20_000
 
@@ -98,6 +100,13 @@ class Stats(BaseModel):
 
 
 router = APIRouter(tags=["memory"])
+
+
+def has_memory_records(tables: TraceTables) -> bool:
+    return len(tables.memory) > 0
+
+
+VIEW = View("memory", "Memory", router, has_memory_records, about_of(memory_curve, memory))
 
 _DEVICE = Query(None, description="Device, as listed by /api/memory/devices (default: the first GPU)",
                 examples=["GPU0"])

@@ -8,10 +8,13 @@ from typing import Any
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
+from ..analysis import modules as modules_analysis
 from ..analysis.modules import module_view, operator_tree
+from ..trace.schema import Kind
 from .deps import Memo, Selection, add_moved_route, get_memo, select
 from .operators import op_tree
 from .trace import flows_of
+from .views import View, about_of, has_kind
 
 
 class Modules(BaseModel):
@@ -29,6 +32,7 @@ class OperatorTree(BaseModel):
 
 
 router = APIRouter(tags=["modules"])
+VIEW = View("modules", "Module", router, has_kind(Kind.CPU_OP), about_of(modules_analysis), renamed_from=("module",))
 
 
 @router.get("/api/modules", response_model=Modules)

@@ -7,9 +7,13 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
 
+from ..analysis import operators as operators_analysis
+from ..analysis import optree as optree_analysis
 from ..analysis.operators import op_instances, operator_table, stack_table
 from ..analysis.optree import OpTree, build_op_tree, tree_warnings
+from ..trace.schema import Kind
 from .deps import Memo, Selection, get_memo, select
+from .views import View, about_of, has_kind
 
 
 class OpNumbers(BaseModel):
@@ -53,6 +57,8 @@ class Stacks(BaseModel):
 
 
 router = APIRouter(tags=["operators"])
+VIEW = View("operators", "Operator", router, has_kind(Kind.CPU_OP), about_of(operators_analysis, optree_analysis),
+            renamed_from=("operator",))
 
 
 def op_tree(sel: Selection, memo: Memo) -> OpTree:

@@ -7,10 +7,13 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
+from ..analysis import overview as overview_analysis
+from ..analysis import steps as steps_analysis
 from ..analysis.overview import overview
 from .deps import Memo, Selection, get_memo, select, span_of_workers
 from .distributed import distributed_of
 from .operators import op_tree
+from .views import View, about_of, every_trace
 
 
 class StepCosts(BaseModel):
@@ -61,6 +64,7 @@ class Overview(BaseModel):
 
 
 router = APIRouter(tags=["overview"])
+VIEW = View("overview", "Overview", router, every_trace, about_of(overview_analysis, steps_analysis))
 
 
 @router.get("/api/overview", response_model=Overview)

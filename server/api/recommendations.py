@@ -3,13 +3,17 @@ and evidence (the list the overview embeds)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
+from ..analysis import recommendations as recommendations_analysis
+from ..analysis.rules import RULES
 from .deps import Memo, Selection, get_memo, select
 from .overview import Recommendation, overview_of
+from .views import View, about_of, every_trace
 
 
 class Recommendations(BaseModel):
@@ -18,6 +22,9 @@ class Recommendations(BaseModel):
 
 
 router = APIRouter(tags=["recommendations"])
+# The note: how findings are made, then each rule module's thresholds.
+VIEW = View("recommendations", "Recommendations", router, every_trace,
+            about_of(recommendations_analysis, *dict.fromkeys(sys.modules[rule.__module__] for rule in RULES)))
 
 
 @router.get("/api/recommendations", response_model=Recommendations)

@@ -10,12 +10,16 @@ from typing import Any, Callable, Literal
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel
 
-from ..logdir import SnapshotFile
+from .. import snapshot as snapshot_package
+from ..logdir import Run, SnapshotFile
 from ..snapshot import SnapshotError
+from ..snapshot import unpickle as snapshot_unpickle
 from ..snapshot.cache import SnapshotCache
 from ..snapshot.worker import Loaded
+from ..trace.tables import TraceTables
 from .deps import add_moved_route, get_store
 from .errors import BadParameter, NotFound, SnapshotRefused
+from .views import View, about_of
 
 
 class SnapshotInfo(BaseModel):
@@ -130,6 +134,19 @@ def select_snapshot(request: Request,
 
 
 router = APIRouter(tags=["snapshot"])
+
+
+def no_trace(tables: TraceTables) -> bool:
+    return False  # a view of the run's snapshot files, never of a trace
+
+
+def has_snapshots(run: Run) -> bool:
+    return bool(run.snapshots)
+
+
+VIEW = View("snapshot", "Memory Snapshot", router, no_trace, about_of(snapshot_package, snapshot_unpickle),
+            of_run=has_snapshots)
+
 _DEVICE = Query(None, ge=0, description="CUDA device index (default: the first in the snapshot)")
 
 

@@ -20,9 +20,11 @@ from ..analysis.records import clean_row
 from ..analysis.steps import Steps, detect_steps
 from ..files import open_regular
 from ..trace.schema import Kind
+from ..trace.tables import TraceTables
 from .deps import Memo, Selection, get_memo, select, time_query
 from .errors import BadParameter, NotFound, StillLoading, TraceUnreadable
 from .operators import Frame, op_instances_of, op_tree
+from .views import View, about_of
 
 
 class Lane(BaseModel):
@@ -154,6 +156,13 @@ class Counters(BaseModel):
 
 
 router = APIRouter(tags=["trace"])
+
+
+def has_events(tables: TraceTables) -> bool:
+    return len(tables.events) > 0
+
+
+VIEW = View("trace", "Trace", router, has_events, about_of(timeline))
 
 
 def _layout(sel: Selection, memo: Memo) -> timeline.Layout:
