@@ -29,6 +29,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--warmup-steps", type=int, default=2,
                        help="steps run before the profiler starts (default 2)")
         p.add_argument("--tables", action="store_true", help="print the top-operator tables")
+        p.add_argument("--snapshot", action="store_true",
+                       help="after profiling, record two more steps' CUDA allocations into "
+                            "memory_snapshot.pickle.gz in the run's folder (the Memory Snapshot view)")
         p.add_argument("--json", action="store_true", help="print what was written as JSON")
         workload.add_arguments(p)
     return parser

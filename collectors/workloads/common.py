@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gzip
 import sys
 import time
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..memory import snapshot_memory
 from ..profiling import make_profiler, print_top_tables
 from ..throughput import ThroughputMeter
 
@@ -23,6 +25,7 @@ class Options:
     repeat: int  # spans
     warmup_steps: int  # untimed steps before the profiler starts (compilation, autotuning)
     tables: bool  # print the top-operator tables
+    snapshot: bool = False  # dump an allocator snapshot of two steps after profiling
 
     @property
     def cuda(self) -> bool:
@@ -33,7 +36,8 @@ def options(args: argparse.Namespace) -> Options:
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: no CUDA device is available (use --device cpu)")
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-    return Options(Path(args.logdir), device, args.steps, args.repeat, args.warmup_steps, args.tables)
+    return Options(Path(args.logdir), device, args.steps, args.repeat, args.warmup_steps, args.tables,
+                   getattr(args, "snapshot", False))
 
 
 # (wait, warmup) steps of the profiler's schedule before each active window.
@@ -63,9 +67,29 @@ def profiled_run(opts: Options, run: str, step: Callable[[], Any], samples: int,
     if opts.tables:
         print_top_tables(prof, n=10)
     files = [str(p) for p in prof.profboard_traces]
+    if opts.snapshot:
+        files += _snapshot(opts.logdir / run, step)
     print(f"{run}: {len(files)} trace file(s) in {opts.logdir / run} ({seconds:.1f} s); {meter.report()}",
           file=sys.stderr)
     return {"run": run, "files": files, "seconds": seconds, "throughput": meter.summary()}
+
+
+SNAPSHOT_STEPS = 2
+
+
+def _snapshot(folder: Path, step: Callable[[], Any]) -> list[str]:
+    """Record SNAPSHOT_STEPS more steps' allocations (outside the profiler, so the trace keeps its
+    timing) into a gzipped snapshot in `folder`; the path, or nothing without CUDA."""
+    raw = folder / "memory_snapshot.pickle"
+    with snapshot_memory(raw) as path:
+        if path is None:  # no CUDA: snapshot_memory has warned
+            return []
+        for _ in range(SNAPSHOT_STEPS):
+            step()
+    packed = raw.with_name(raw.name + ".gz")
+    packed.write_bytes(gzip.compress(raw.read_bytes()))
+    raw.unlink()
+    return [str(packed)]
 
 
 def autocast(opts: Options, amp: str):

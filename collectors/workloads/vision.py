@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from ..models import ResNet
-from .common import Options, autocast, profiled_run
+from .common import SNAPSHOT_STEPS, Options, autocast, profiled_run
 
 SUMMARY = "ResNet-50 with a multi-worker DataLoader, fp32 or --amp bf16"
 
@@ -43,7 +43,7 @@ def run(opts: Options, args: argparse.Namespace) -> list[dict[str, Any]]:
     model = model.to(opts.device).to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
-    steps = opts.warmup_steps + (2 + opts.steps) * opts.repeat
+    steps = opts.warmup_steps + (2 + opts.steps) * opts.repeat + (SNAPSHOT_STEPS if opts.snapshot else 0)
     loader = torch.utils.data.DataLoader(SyntheticImages(steps * batch, size, model.head.out_features),
                                          batch_size=batch, num_workers=args.workers, pin_memory=opts.cuda,
                                          persistent_workers=args.workers > 0)

@@ -122,3 +122,16 @@ def test_snapshot_memory_without_cuda_warns(tmp_path):
             torch.ones(3)
     assert path is None and not (tmp_path / "snap.pickle").exists()
     assert any("CUDA is not available" in str(w.message) for w in caught)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU fallback")
+def test_workload_snapshot_without_cuda_runs_no_extra_steps(tmp_path):
+    """`profboard collect ... --snapshot` on the CPU writes no snapshot and spends no steps on one
+    (on CUDA it records SNAPSHOT_STEPS more steps: the demo's resnet50_fp32 was made so)."""
+    from profboard.collectors.workloads.common import _snapshot
+
+    steps = []
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        assert _snapshot(tmp_path, lambda: steps.append(1)) == []
+    assert steps == [] and not list(tmp_path.iterdir())
