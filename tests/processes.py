@@ -24,3 +24,35 @@ def stop_process(process: subprocess.Popen, timeout: float = 10) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+_MEMORY_RISE = """
+import sys
+{imports}
+
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+
+base = status("VmRSS")
+try:
+    outcome = {call}
+except Exception as exc:
+    outcome = str(exc)
+print(repr(outcome), status("VmHWM") - base)
+"""
+
+
+def memory_rise(imports: str, call: str, *args: str) -> tuple[object, int]:
+    """Evaluate `call` (an expression over `sys.argv[1:]`, which hold `args`) in a fresh Python after
+    `imports`: its value (or the message of what it raised) and how far the process's peak resident
+    memory rose above where it stood before the call. Linux only (/proc/self/status)."""
+    import ast
+    import sys
+
+    script = _MEMORY_RISE.format(imports=imports, call=call)
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=True,
+                          timeout=120)
+    outcome, rise = done.stdout.rsplit(" ", 1)
+    return ast.literal_eval(outcome), int(rise)

@@ -6,7 +6,6 @@ number is spelled out next to the assertion.
 
 from __future__ import annotations
 
-import ast
 import copyreg
 import gzip
 import importlib.util
@@ -14,14 +13,14 @@ import json
 import os
 import pickle
 import pickletools
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from processes import memory_rise
 
 from profboard.server.snapshot import (NotASnapshot, SnapshotError, SnapshotTooLarge, UnsafeSnapshot,
                                        active_timeline, allocator_state, build_history, load_snapshot,
@@ -516,35 +515,17 @@ def test_size_limits(tmp_path):
 # ---------------------------------------------------------------- hostile files: bombs, laughs, hangs
 
 
-_PEAK_SCRIPT = """
-import sys
-from profboard.server.snapshot import load_snapshot
-
-def status(key):
-    for line in open("/proc/self/status"):
-        if line.startswith(key):
-            return int(line.split()[1]) * 1024
-
-base = status("VmRSS")
-try:
-    outcome = len(load_snapshot(sys.argv[1], max_bytes=int(sys.argv[2]))["segments"])
-except Exception as exc:
-    outcome = str(exc)
-print(repr(outcome), status("VmHWM") - base)
-"""
-
-
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads peak memory from /proc")
 def test_gzip_bomb_snapshot_is_refused_within_its_limit(tmp_path):
     """Refusing a snapshot that inflates past its limit takes the limit plus a few MiB, not twice it."""
     limit = 128 * MiB
     path = tmp_path / "bomb.pickle.gz"
     path.write_bytes(gzip.compress(b"\0" * (3 * limit), 6))
-    done = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, str(path), str(limit)], capture_output=True,
-                          text=True, check=True, timeout=120)
-    outcome, peak = done.stdout.rsplit(" ", 1)
-    assert "limit" in ast.literal_eval(outcome)
-    assert int(peak) < limit + 8 * MiB, f"peak {int(peak) / MiB:.0f} MiB for a {limit // MiB} MiB limit"
+    outcome, peak = memory_rise("from profboard.server.snapshot import load_snapshot",
+                                'len(load_snapshot(sys.argv[1], max_bytes=int(sys.argv[2]))["segments"])',
+                                str(path), str(limit))
+    assert "limit" in outcome
+    assert peak < limit + 8 * MiB, f"peak {peak / MiB:.0f} MiB for a {limit // MiB} MiB limit"
 
 
 def laughs(n: int) -> bytes:

@@ -3,16 +3,14 @@ special files are refused at once, and a gzip bomb is refused within its limit."
 
 from __future__ import annotations
 
-import ast
 import gzip
 import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 
+from processes import memory_rise
 from profboard.server.trace.decode import TraceFormatError
 from profboard.server.trace.read import read_trace_bytes
 
@@ -54,31 +52,10 @@ def test_link_to_a_device_is_refused(tmp_path):
     assert isinstance(outcome, TraceFormatError) and "device" in str(outcome)
 
 
-_PEAK_SCRIPT = """
-import sys
-from profboard.server.trace.read import read_trace_bytes
-
-def status(key):
-    for line in open("/proc/self/status"):
-        if line.startswith(key):
-            return int(line.split()[1]) * 1024
-
-base = status("VmRSS")
-try:
-    outcome = len(read_trace_bytes(sys.argv[1], max_bytes=int(sys.argv[2])).data)
-except Exception as exc:
-    outcome = str(exc)
-print(repr(outcome), status("VmHWM") - base)
-"""
-
-
 def read_peak(path, limit: int) -> tuple[object, int]:
-    """(bytes read or the refusal, how far the reading process's resident memory rose) for
-    reading `path` in a fresh process."""
-    done = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, str(path), str(limit)], capture_output=True,
-                          text=True, check=True, timeout=120)
-    outcome, peak = done.stdout.rsplit(" ", 1)
-    return ast.literal_eval(outcome), int(peak)
+    """(bytes read or the refusal, how far resident memory rose) for reading `path` in a fresh process."""
+    return memory_rise("from profboard.server.trace.read import read_trace_bytes",
+                       "len(read_trace_bytes(sys.argv[1], max_bytes=int(sys.argv[2])).data)", str(path), str(limit))
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads peak memory from /proc")
