@@ -190,6 +190,9 @@ def decode_trace(data: bytes) -> DecodedTrace:
     warnings: list[str] = []
     try:
         metadata, array = _split(data)
+    except RecursionError:
+        # msgspec nests as deep as Python's recursion limit (about 1,000); a trace nests about 5.
+        raise TraceFormatError("the JSON nests arrays or objects too deeply to be a profiler trace") from None
     except msgspec.DecodeError as first_error:
         cleaned = _without_lone_surrogates(_NONSTANDARD.sub(b"null", data))
         try:

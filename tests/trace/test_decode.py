@@ -388,6 +388,12 @@ def test_over_long_names_are_cut_with_a_warning():
     assert has_warning(tables, "2 names or other texts longer than")
 
 
+def test_absurd_nesting_is_a_clear_error():
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with pytest.raises(TraceFormatError, match="nests"):
+        parse_trace_bytes(doc(event(name="a"), event(name="NAME")).replace(b'"NAME"', deep))
+
+
 def test_wrong_type_basic_fields():
     tables = parse_trace_bytes(doc(event(name=123, ts=0, dur=5), event(name="ok", cat=None, ts=1, dur=1)))
     # a non-string name or cat falls back to empty; the event stays
