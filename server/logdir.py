@@ -72,6 +72,12 @@ class Run:
         return None
 
 
+def readable(text: str) -> str:
+    """`text` from the file system as valid Unicode for ids and messages: bytes of a name that are
+    not UTF-8 (which Python keeps as lone surrogates, and JSON cannot carry) become `\\xNN`."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def parse_trace_name(filename: str) -> tuple[str, int | None] | None:
     """(worker, timestamp) of a trace file name, or None if it is not a trace file."""
     match = _TRACE_FILE.match(filename)
@@ -246,15 +252,18 @@ def discover(logdir: str, notes: list[str] | None = None) -> dict[str, Run]:
             continue
         folder = posixpath.dirname(path)
         folder_rel = posixpath.relpath(fs._strip_protocol(folder) if not local else folder, root)
-        run = root_name if folder_rel == "." else folder_rel
+        # Names are ids in URLs and JSON; paths stay as the file system has them, for opening.
+        run = readable(root_name if folder_rel == "." else folder_rel)
         if parsed is None:
-            snapshots.setdefault(run, []).append(SnapshotFile(path, size, mtime, base))
+            snapshots.setdefault(run, []).append(SnapshotFile(path, size, mtime, readable(base)))
             continue
-        worker, stamp = parsed
+        worker, stamp = readable(parsed[0]), parsed[1]
         by_run.setdefault(run, {}).setdefault(worker, []).append(TraceFile(path, size, mtime, worker, stamp))
     runs = {}
     for name in sorted(set(by_run) | set(snapshots)):
         workers = {w: tuple(sorted(files, key=lambda f: (f.stamp is None, f.stamp or 0, f.path)))
                    for w, files in sorted(by_run.get(name, {}).items())}
         runs[name] = Run(name, workers, tuple(sorted(snapshots.get(name, []), key=lambda f: f.name)))
+    if notes is not None:
+        notes[:] = [readable(note) for note in notes]
     return runs

@@ -26,7 +26,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .logdir import Run, TraceFile, discover, display_url, is_remote
+from .logdir import Run, TraceFile, discover, display_url, is_remote, readable
 from .settings import Settings
 from .trace.decode import TraceFormatError
 from .trace.load import load_trace
@@ -118,7 +118,7 @@ class TraceStore:
             runs = discover(self.settings.logdir, notes)
             self.discovery_error, self.discovery_notes = None, notes
         except Exception as exc:  # a vanished or unreachable logdir must not kill the watcher
-            self.discovery_error = f"cannot list the logdir {display_url(self.settings.logdir)}: {exc}"
+            self.discovery_error = readable(f"cannot list the logdir {display_url(self.settings.logdir)}: {exc}")
             log.warning(self.discovery_error)
             return
         to_load: list[FileState] = []

@@ -298,7 +298,8 @@ def get_raw(sel: Selection = Depends(select)) -> StreamingResponse:
         fh.close()
         raise StillLoading("the trace file changed since it was loaded; it is read again within a few seconds")
     name = os.path.basename(loaded.path.rstrip("/")) or "trace.json"
-    headers = {"Content-Disposition": f"attachment; filename*=UTF-8''{quote(name)}"}
+    # surrogateescape: a name whose bytes are not UTF-8 goes out as those bytes, percent-encoded
+    headers = {"Content-Disposition": f"attachment; filename*=UTF-8''{quote(name, errors='surrogateescape')}"}
     if size is not None:
         headers["Content-Length"] = str(size)
 

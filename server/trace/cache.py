@@ -75,7 +75,8 @@ class _Damaged(Exception):
 def cache_key(path: str, size: int, mtime: float) -> str:
     """Identity of one version of one trace file under the current tables and entry layout."""
     text = f"{TABLES_VERSION}\0{CACHE_LAYOUT}\0{path}\0{size}\0{mtime!r}"
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    # surrogateescape: a path whose bytes are not UTF-8 (Python keeps them as lone surrogates)
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
 def load_cached(cache_dir: str, key: str, trace: str = "") -> TraceTables | None:

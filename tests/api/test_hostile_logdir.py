@@ -14,6 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 GOOD = REPO / "tests/data/h200/item_logging"
 SECRET = "profboard-test-secret-7f3a"
+ODD_RUN = "odd\\xff\\xfe name"  # as /api/runs names the folder b"odd\xff\xfe name"
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +32,14 @@ def hostile(tmp_path_factory, start_server):
     (root / "environ").mkdir()
     (root / "environ" / "w0.1.pt.trace.json").symlink_to("/proc/self/environ")
     (root / "everything").symlink_to("/")
+    # Names whose bytes are not UTF-8 (Python keeps them as lone surrogates, which JSON cannot
+    # carry): /api/runs answered 500 for every run, and their traces failed to load.
+    odd = os.fsdecode(b"odd\xff\xfe name")
+    shutil.copytree(GOOD, root / odd)
+    trace = next((root / odd).iterdir())
+    trace.rename(trace.with_name(os.fsdecode(b"w\xff") + trace.name[trace.name.index("."):]))
     started = time.monotonic()
-    server = start_server(root, tmp, expect=["good", "fifo0", "passwd"], timeout=60,
+    server = start_server(root, tmp, expect=["good", "fifo0", "passwd", ODD_RUN], timeout=60,
                           extra_args=["--no-cache"])
     return server, time.monotonic() - started
 
@@ -68,3 +75,12 @@ def test_hostile_logdir_notes_say_which_links_were_followed(hostile):
     assert any(n.startswith("everything links to /: not followed") for n in notes), notes
     assert any("passwd/w0.1.pt.trace.json links to" in n and "outside the logdir" in n for n in notes), notes
     assert any("environ/w0.1.pt.trace.json links to" in n and "system folder" in n for n in notes), notes
+
+
+def test_hostile_logdir_names_that_are_not_utf8_are_escaped(hostile):
+    server, _ = hostile
+    run = server.runs()[ODD_RUN]
+    assert run["status"] == "ready" and run["workers"] == ["w\\xff"]
+    assert server.get("/api/overview", {"run": ODD_RUN, "worker": "w\\xff"}).json()["steps"]
+    raw = server.get("/api/trace/raw", {"run": ODD_RUN})
+    assert raw.status_code == 200 and "w%FF." in raw.headers["content-disposition"]
