@@ -1,16 +1,23 @@
-"""Helpers shared by the test folders: where the fixture traces are, and a real `profboard` server.
+"""Helpers shared by the test folders: where the fixture traces are, and profboard in-process or as the real command.
 
-- `fixtures_dir`: `<repo>/../shared/fixtures` (read-only); tests that need it skip when it is absent.
-- `start_server(logdir, tmp_path)`: starts the real `profboard` command on a free 127.0.0.1 port,
-  waits until no run is loading, and returns a `Server` whose `get()` fails the test on any
-  answer that carries a Python traceback or a 500. Every server it started is stopped at the
-  end of the session.
+- `FIXTURES`, `require_fixture`, `fixtures_dir`: `<repo>/../shared/fixtures` (read-only). Only agreement
+  tests (comparisons with the reference plugin or with the shared traces) use it; they skip when it is absent.
+  Every other test runs on data the repository ships (examples/logdir, tests/data, tests/synth.py).
+- `start_app(logdir)`: `create_app` with its real store and loader processes, answered through Starlette's
+  TestClient (no port, no process to start). Most API tests use it; an unhandled error in a handler fails
+  the test that sent the request.
+- `start_server(logdir, tmp_path)`: the real `profboard` command on a free 127.0.0.1 port, for the smoke
+  tests and for what needs a process of its own (signals, sockets, command-line flags).
+
+Both wait until no run is loading and return an object whose `get()` fails the test on any answer that
+carries a Python traceback or a 500. Everything started is stopped at the end of the session at the latest.
 
 (tests/browser/conftest.py has its own `server` fixture; these names do not clash with it.)
 """
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import time
@@ -41,22 +48,24 @@ def fixtures_dir() -> Path:
     return FIXTURES
 
 
-@dataclass
-class Server:
-    base: str
-    process: subprocess.Popen
-    log_path: Path
+class Served:
+    """What API tests ask of a profboard, whichever way it runs: `get`, `runs`, `wait_until_loaded`."""
+
     logdir: Path
-    cache_dir: Path
+    cache_dir: Path | None
+
+    def _request(self, path: str, params: dict | None, timeout: float):
+        raise NotImplementedError
+
+    def _check_alive(self) -> None:
+        """Fails the test when the server is gone."""
 
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        raise NotImplementedError
 
     def get(self, path: str, params: dict | None = None, *, timeout: float = 30.0):
         """GET `path`; fails the test if the answer shows a traceback or is a 500."""
-        import httpx
-
-        response = httpx.get(self.base + path, params=params, timeout=timeout)
+        response = self._request(path, params, timeout)
         assert "Traceback" not in response.text, f"GET {path} {params} answered with a traceback:\n{response.text}"
         assert response.status_code < 500, f"GET {path} {params} -> {response.status_code}: {response.text}"
         return response
@@ -72,8 +81,7 @@ class Server:
         deadline = time.monotonic() + timeout
         last = "no answer yet"
         while True:
-            if self.process.poll() is not None:
-                pytest.fail(f"profboard exited with {self.process.returncode}:\n{self.log()}")
+            self._check_alive()
             try:
                 runs = self.runs()
                 loading = sorted(n for n, r in runs.items() if r["status"] == "loading")
@@ -84,11 +92,99 @@ class Server:
             except (httpx.TransportError, ValueError, KeyError) as exc:
                 last = repr(exc)
             if time.monotonic() > deadline:
-                pytest.fail(f"runs not loaded after {timeout:.0f}s ({last}); server log:\n{self.log()}")
-            time.sleep(0.2)
+                pytest.fail(f"runs not loaded after {timeout:.0f}s ({last}); log:\n{self.log()}")
+            time.sleep(0.1)
+
+
+@dataclass
+class Server(Served):
+    """The real `profboard` command."""
+
+    base: str
+    process: subprocess.Popen
+    log_path: Path
+    logdir: Path
+    cache_dir: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def _request(self, path: str, params: dict | None, timeout: float):
+        import httpx
+
+        return httpx.get(self.base + path, params=params, timeout=timeout)
+
+    def _check_alive(self) -> None:
+        if self.process.poll() is not None:
+            pytest.fail(f"profboard exited with {self.process.returncode}:\n{self.log()}")
 
     def stop(self) -> None:
         stop_process(self.process)
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+class App(Served):
+    """`create_app(Settings(...))` in this process, through a TestClient on http://localhost (the app checks
+    the Host header). `log()` holds what the profboard logger said while it ran (other apps' lines
+    included, when several run at once)."""
+
+    def __init__(self, settings, logdir: Path, cache_dir: Path | None) -> None:
+        from fastapi.testclient import TestClient
+
+        from profboard.server.app import create_app
+
+        self.settings, self.logdir, self.cache_dir = settings, logdir, cache_dir
+        self.app = create_app(settings)
+        self.client = TestClient(self.app, base_url="http://localhost")
+        self._records = _Records()
+        logging.getLogger("profboard").addHandler(self._records)
+        self.client.__enter__()  # runs the lifespan: the store starts its first scan
+        self.running = True
+
+    def log(self) -> str:
+        return "\n".join(self._records.lines)
+
+    def _request(self, path: str, params: dict | None, timeout: float):
+        return self.client.get(path, params=params, follow_redirects=False)  # as httpx.get does
+
+    def stop(self) -> None:
+        if self.running:
+            self.running = False
+            self.client.__exit__(None, None, None)
+            logging.getLogger("profboard").removeHandler(self._records)
+
+
+@pytest.fixture(scope="session")
+def start_app() -> Callable[..., App]:
+    """`start_app(logdir, expect=(), timeout=60, cache_dir=None, **settings)`: a loaded in-process app
+    serving `logdir`; `settings` are further `Settings` fields. No rescans unless `rescan_seconds` is
+    given, so a test's logdir holds still. Stop it when done (module fixtures do); the session stops
+    whatever is left."""
+    from profboard.server.settings import Settings
+
+    started: list[App] = []
+
+    def start(logdir: Path, *, expect: Iterable[str] = (), timeout: float = 60.0, cache_dir: Path | None = None,
+              **settings) -> App:
+        settings.setdefault("rescan_seconds", 3600.0)
+        app = App(Settings(logdir=str(logdir), cache_dir=cache_dir and str(cache_dir), **settings),
+                  Path(logdir), cache_dir)
+        started.append(app)
+        app.wait_until_loaded(expect, timeout)
+        return app
+
+    yield start
+    for app in started:
+        app.stop()
 
 
 @pytest.fixture(scope="session")

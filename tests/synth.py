@@ -378,3 +378,26 @@ def rule_context(trace: Trace, **fields: Any):
     steps = detect_steps(tables.events)
     gpus = gpu_summary(tables.events, steps, tables.metadata.get("deviceProperties") or [])
     return Context(tables, steps, step_breakdown(tables.events, steps), gpus, **fields)
+
+
+def legacy_training(steps: int = 2) -> Trace:
+    """PyTorch 1.x's shape, as in the reference plugin's V100 samples: steps of a DataLoader fetch, a
+    convolution forward and backward with their kernels, a host-to-device copy, and memory records
+    without totals or addresses (PyTorch before 1.10 wrote neither)."""
+    t = Trace(legacy=True)
+    t.device(name="Tesla V100-SXM2-16GB", memory_bytes=16945512448, major=7, minor=0, num_sms=80)
+    for n in range(1, steps + 1):
+        b = n * 1000
+        t.step(n, b, 900)
+        t.dataloader(b + 10, 50)
+        forward = t.op("aten::conv2d", b + 100, 200, input_dims=[[8, 3, 32, 32], [16, 3, 3, 3], []])
+        t.launch(b + 120, 10, b + 150, 120, name="volta_scudnn_128x64_relu_interior_nn_v1",
+                 external_id=forward["args"]["External id"], blocks_per_sm=1.5, occupancy=40.0)
+        t.memory_record(b + 130, 65536)
+        backward = t.op("aten::convolution_backward", b + 400, 300)
+        t.launch(b + 420, 10, b + 450, 200, name="volta_scudnn_128x64_stridedB_splitK_small_nn_v1",
+                 external_id=backward["args"]["External id"], blocks_per_sm=0.5, occupancy=20.0)
+        t.memory_record(b + 650, -65536)
+        to = t.op("aten::to", b + 750, 100)
+        t.copy(b + 760, 20, b + 790, 30, external_id=to["args"]["External id"])
+    return t

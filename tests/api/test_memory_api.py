@@ -1,8 +1,8 @@
-"""The Memory and Memory Snapshot APIs against the real `profboard` command: a current trace
-with memory records and a snapshot beside it, a legacy trace (no totals, no addresses), a
-trace without memory records, a run holding only a snapshot, snapshot files that are
-unsafe or not snapshots at all, and hostile ones (a gzip bomb, a billion laughs, a pickle that
-hashes for hours)."""
+"""The Memory and Memory Snapshot APIs (in-process app, tests/conftest.py) on the demo's resnet50_fp32
+(memory records, and the CUDA allocator snapshot recorded with it), a PyTorch 1.x trace from
+tests/synth.py (no totals, no addresses), a trace without memory records, a run holding only a
+snapshot, snapshot files that are unsafe or not snapshots at all, and hostile ones (a gzip bomb, a
+billion laughs, a pickle that hashes for hours)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,11 @@ from pathlib import Path
 
 import pytest
 
-httpx = pytest.importorskip("httpx", reason="httpx is not installed (pip install -e '.[test]')")
+from synth import legacy_training, write_trace
+
+REPO = Path(__file__).resolve().parents[2]
+RESNET = REPO / "examples/logdir/resnet50_fp32"
+SNAPSHOT = "memory_snapshot.pickle.gz"
 
 
 class _Payload:
@@ -31,18 +35,13 @@ class _Payload:
 
 
 @pytest.fixture(scope="module")
-def memory_server(start_server, fixtures_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+def memory_server(start_app, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("memory_logdir")
-    snapshot = fixtures_dir / "snapshots/resnet18_snapshot.pickle"
-    runs = {"resnet50": "h100/resnet50_fp32", "legacy": "kineto_samples/resnet50_num_workers_0",
-            "no_memory": "h100/compile_graph_breaks"}
-    for name, rel in runs.items():
-        (root / name).mkdir()
-        for trace in sorted((fixtures_dir / rel).glob("*.pt.trace.json*"))[:1]:
-            shutil.copyfile(trace, root / name / trace.name)
-    shutil.copyfile(snapshot, root / "resnet50" / "resnet18_snapshot.pickle")
+    shutil.copytree(RESNET, root / "resnet50")
+    write_trace(root, "legacy", "worker0", 1, legacy_training().build())
+    shutil.copytree(REPO / "tests/data/h200/reduce_overhead", root / "no_memory")
     (root / "snapshot_only").mkdir()
-    shutil.copyfile(snapshot, root / "snapshot_only" / "memory_snapshot.pickle")
+    shutil.copyfile(RESNET / SNAPSHOT, root / "snapshot_only" / SNAPSHOT)
     marker = tmp_path_factory.mktemp("marker") / "ran"
     (root / "unsafe").mkdir()
     (root / "unsafe" / "evil_snapshot.pickle").write_bytes(pickle.dumps(_Payload(marker)))
@@ -54,10 +53,11 @@ def memory_server(start_server, fixtures_dir: Path, tmp_path_factory: pytest.Tem
     (root / "hostile" / "laughs.pickle").write_bytes(pickle.dumps({"segments": [laughs] * 2000}))
     # A dict key that is a pair of pairs ... 40 deep: 2**40 steps to hash, inside the unpickler.
     (root / "hostile" / "slow.pickle").write_bytes(b"\x80\x04}(\x8c\x08segments])" + b"2\x86" * 40 + b"K\x01u.")
-    server = start_server(root, tmp_path_factory.mktemp("memory_server"), extra_args=["--max-snapshot-size", "64M"],
-                          expect=[*runs, "snapshot_only", "unsafe", "hostile"], timeout=90)
+    server = start_app(root, max_snapshot_bytes=64 << 20,
+                       expect=["resnet50", "legacy", "no_memory", "snapshot_only", "unsafe", "hostile"])
     server.marker = marker
-    return server
+    yield server
+    server.stop()
 
 
 def raw_memory_records(path: Path) -> list[dict]:
@@ -68,7 +68,7 @@ def raw_memory_records(path: Path) -> list[dict]:
 
 def test_runs_list_their_snapshots_and_views(memory_server):
     runs = memory_server.runs()
-    assert runs["resnet50"]["snapshots"] == ["resnet18_snapshot.pickle"]
+    assert runs["resnet50"]["snapshots"] == [SNAPSHOT]
     assert {"memory", "snapshot", "trace"} <= set(runs["resnet50"]["views"])
     assert "snapshot" not in runs["legacy"]["views"] and "memory" in runs["legacy"]["views"]
     assert "memory" not in runs["no_memory"]["views"]
@@ -84,7 +84,8 @@ def test_devices_curve_and_peak_agree_with_the_raw_records(memory_server):
     records = raw_memory_records(trace)
     devices = memory_server.get("/api/memory/devices", {"run": "resnet50"}).json()
     assert devices["default"] == "GPU0"
-    assert {d["device"] for d in devices["devices"]} == {"CPU", "GPU0"}
+    kinds = {"CPU" if r["args"]["Device Type"] == 0 else f"GPU{r['args']['Device Id']}" for r in records}
+    assert {d["device"] for d in devices["devices"]} == kinds
     assert devices["steps"] and devices["start_us"] < devices["end_us"]
     gpu = [r for r in records if r["args"].get("Device Type") == 1]
     curve = memory_server.get("/api/memory/curve", {"run": "resnet50", "width_px": 300}).json()
@@ -135,7 +136,7 @@ def test_bad_memory_parameters(memory_server):
 
 def test_snapshot_summary_timeline_state_and_sites(memory_server):
     summary = memory_server.get("/api/snapshot", {"run": "resnet50"}).json()
-    assert summary["file"] == "resnet18_snapshot.pickle" and summary["devices"] == [0]
+    assert summary["file"] == SNAPSHOT and summary["devices"] == [0]
     assert summary["reserved_bytes"] == summary["allocated_bytes"] + summary["inactive_bytes"] + summary["pending_free_bytes"]
     timeline = memory_server.get("/api/snapshot/timeline", {"run": "resnet50"}).json()
     assert timeline["bands"] and max(timeline["total_bytes"]) == timeline["peak"]["bytes"]
@@ -157,8 +158,7 @@ def test_snapshot_old_paths_redirect_to_the_same_answers(memory_server, part):
     params = {"run": "resnet50", "device": 0}
     old = memory_server.get(f"/api/memory/snapshot{part}", params)
     assert old.status_code == 307 and old.headers["location"] == f"/api/snapshot{part}?run=resnet50&device=0"
-    followed = httpx.get(f"{memory_server.base}/api/memory/snapshot{part}", params=params, follow_redirects=True,
-                         timeout=30)
+    followed = memory_server.client.get(f"/api/memory/snapshot{part}", params=params, follow_redirects=True)
     assert followed.status_code == 200 and followed.url.path == f"/api/snapshot{part}"
     assert followed.json() == memory_server.get(f"/api/snapshot{part}", params).json()
 
