@@ -15,6 +15,7 @@ import pickle
 import pickletools
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,8 @@ from profboard.server.snapshot.worker import AnalysisFailed, Loaded
 
 MiB = 2**20
 SEG = 0x7F0000000000
-FIXTURE = "snapshots/resnet18_snapshot.pickle"
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO.parent / "shared" / "fixtures"
 
 
 # ---------------------------------------------------------------- builders
@@ -88,124 +90,162 @@ def stack_agrees(tl: dict) -> None:
     assert min(tl["other_bytes"]) >= 0
 
 
-# ---------------------------------------------------------------- the fixture
+# ---------------------------------------------------------------- recorded snapshots
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A snapshot PyTorch recorded, and what it holds."""
+
+    path: Path
+    segments: int
+    entries: int  # in the recorded history
+    allocations: int
+    model_file: str  # where its forward allocations are made
+    cxx_frames: bool  # recorded with C++ frames: autograd-thread allocations name their ATen operator
+
+
+RECORDED = {
+    # the demo's resnet50_fp32 (the collectors' model; Python frames only), in the repository
+    "demo": Recorded(REPO / "examples/logdir/resnet50_fp32/memory_snapshot.pickle.gz", 104, 5136, 1712,
+                     "collectors/models.py", False),
+    # torchvision's ResNet-18, in ../shared/fixtures
+    "shared": Recorded(FIXTURES / "snapshots/resnet18_snapshot.pickle", 44, 3243, 1233,
+                       "torchvision/models/resnet.py", True),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(RECORDED))
+def recorded(request) -> Recorded:
+    if request.param == "shared":
+        request.getfixturevalue("fixtures_dir")  # skips when ../shared/fixtures is absent
+    return RECORDED[request.param]
 
 
 @pytest.fixture(scope="module")
-def fixture_path(fixtures_dir) -> Path:
-    return fixtures_dir / FIXTURE
+def recorded_snap(recorded) -> dict:
+    return load_snapshot(recorded.path)
 
 
-@pytest.fixture(scope="module")
-def fixture_snap(fixture_path) -> dict:
-    return load_snapshot(fixture_path)
-
-
-def test_fixture_summary_agrees_with_segment_sizes(fixture_snap):
-    segs = fixture_snap["segments"]
-    s = summary(fixture_snap)
-    assert s["devices"] == [0] and s["segments"] == len(segs) == 44
+def test_recorded_summary_agrees_with_segment_sizes(recorded, recorded_snap):
+    segs = recorded_snap["segments"]
+    s = summary(recorded_snap)
+    assert s["devices"] == [0] and s["segments"] == len(segs) == recorded.segments
     assert s["reserved_bytes"] == sum(g["total_size"] for g in segs)
     assert s["allocated_bytes"] == sum(g["allocated_size"] for g in segs)
     assert s["active_bytes"] == sum(g["active_size"] for g in segs)
     assert s["requested_bytes"] == sum(g["requested_size"] for g in segs)
     assert s["inactive_bytes"] == s["reserved_bytes"] - s["active_bytes"]
-    assert s["history"] is True and s["trace_entries"] == len(fixture_snap["device_traces"][0]) == 3243
-    assert s["per_device"][0]["actions"]["alloc"] == 1233
+    assert s["history"] is True and s["trace_entries"] == len(recorded_snap["device_traces"][0]) == recorded.entries
+    assert s["per_device"][0]["actions"]["alloc"] == recorded.allocations
     assert s["ooms"]["count"] == 0 and s["warnings"] == []
 
 
-def direct_peak(snapshot: dict) -> int:
-    """Live requested bytes, replayed forwards in plain Python, at their highest."""
+def live_before_history(snapshot: dict) -> dict[int, int]:
+    """Address -> requested bytes of the allocations made before the recorded history: those it frees
+    before allocating at their address, and active blocks at addresses it never allocates."""
     entries = snapshot["device_traces"][0]
     allocated_in_history = {e["addr"] for e in entries if e["action"] == "alloc"}
-    seen, live = set(), {}
-    for e in entries:  # frees of allocations older than the history were live at the start
-        if e["action"] == "free_completed" and e["addr"] not in seen:
-            live[("old", e["addr"])] = e["size"]
-        seen.add(e["addr"])
+    allocated, live = set(), {}
+    for e in entries:
+        if e["action"] == "free_completed" and e["addr"] not in allocated:
+            live[e["addr"]] = e["size"]
+        elif e["action"] == "alloc":
+            allocated.add(e["addr"])
     for g in snapshot["segments"]:
         for b in g["blocks"]:
             if b["state"].startswith("active") and b["address"] not in allocated_in_history:
-                live[("old", b["address"])] = b["requested_size"]
-    best = total = sum(live.values())
-    current = {}
+                live[b["address"]] = b["requested_size"]
+    return live
+
+
+def direct_live(snapshot: dict) -> list[int]:
+    """Live requested bytes, replayed forwards in plain Python: before the first entry, then after each."""
+    entries = snapshot["device_traces"][0]
+    total = sum(live_before_history(snapshot).values())
+    out, current = [total], {}
     for e in entries:
         if e["action"] == "alloc":
             current[e["addr"]] = e["size"]
             total += e["size"]
         elif e["action"] == "free_completed":
             total -= current.pop(e["addr"], e["size"])
-        best = max(best, total)
-    return best
+        out.append(total)
+    return out
 
 
-def test_fixture_timeline_peak_equals_direct_recomputation(fixture_snap):
-    tl = active_timeline(fixture_snap, 0, max_allocations=50, max_points=300)
-    assert tl["peak"]["bytes"] == direct_peak(fixture_snap) == max(tl["total_bytes"])
+def test_recorded_timeline_peak_equals_direct_recomputation(recorded, recorded_snap):
+    tl = active_timeline(recorded_snap, 0, max_allocations=50, max_points=300)
+    assert tl["peak"]["bytes"] == max(direct_live(recorded_snap)) == max(tl["total_bytes"])
     assert tl["peak"]["index"] in tl["x"]
-    assert len(tl["bands"]) == 50 and tl["other_allocations"] == 1233 - 50
+    old = live_before_history(recorded_snap)
+    assert len(tl["bands"]) == 50 and tl["other_allocations"] == recorded.allocations + len(old) - 50
     assert len(tl["x"]) < 300 + 2 * 50 + 3  # down-sampled
     stack_agrees(tl)
     # the largest 50 allocations became the bands
-    sizes = sorted((e["size"] for e in fixture_snap["device_traces"][0] if e["action"] == "alloc"), reverse=True)
+    made = [e["size"] for e in recorded_snap["device_traces"][0] if e["action"] == "alloc"]
+    sizes = sorted(made + list(old.values()), reverse=True)
     assert sorted((b["size_bytes"] for b in tl["bands"]), reverse=True) == sizes[:50]
     # the final point holds the final active blocks' requested bytes
-    assert tl["total_bytes"][-1] == sum(g["requested_size"] for g in fixture_snap["segments"])
+    assert tl["total_bytes"][-1] == sum(g["requested_size"] for g in recorded_snap["segments"])
 
 
-def test_fixture_state_at_the_end_equals_the_stored_segments(fixture_snap):
-    state = allocator_state(fixture_snap, 0)
-    stored = [(b["address"], b["size"], b["state"]) for g in sorted(fixture_snap["segments"], key=lambda g: g["address"])
-              for b in g["blocks"]]
+def test_recorded_state_at_the_end_equals_the_stored_segments(recorded, recorded_snap):
+    state = allocator_state(recorded_snap, 0)
+    stored = [(b["address"], b["size"], b["state"])
+              for g in sorted(recorded_snap["segments"], key=lambda g: g["address"]) for b in g["blocks"]]
     got = [(b["address"], b["size_bytes"], b["state"]) for s in state["segments"] for b in s["blocks"]]
     assert got == stored
-    totals, s = state["totals"], summary(fixture_snap)
+    totals, s = state["totals"], summary(recorded_snap)
     for key in ("reserved_bytes", "allocated_bytes", "pending_free_bytes", "inactive_bytes", "requested_bytes"):
         assert totals[key] == s[key], key
     assert state["approximate"] is False and state["warnings"] == []
-    last = allocator_state(fixture_snap, 0, at=3242)
+    last = allocator_state(recorded_snap, 0, at=recorded.entries - 1)
     assert last["segments"] == state["segments"]
 
 
-def test_fixture_state_replays_segments_back_to_nothing(fixture_snap):
-    # every one of the 44 segments was allocated inside the recorded history
-    assert allocator_state(fixture_snap, 0, at=-1)["totals"]["reserved_bytes"] == 0
-    entries = fixture_snap["device_traces"][0]
+def test_recorded_state_replays_segments_back_to_the_start(recorded_snap):
+    entries = recorded_snap["device_traces"][0]
+
+    def made(upto: int) -> int:
+        """Segment bytes the history's first `upto` entries reserved, less what they released."""
+        return sum(e["size"] if e["action"] == "segment_alloc" else -e["size"] for e in entries[:upto]
+                   if e["action"] in ("segment_alloc", "segment_free"))
+
+    # what was reserved before the history: the stored segments, less what the whole history reserved
+    before = sum(g["total_size"] for g in recorded_snap["segments"]) - made(len(entries))
+    assert allocator_state(recorded_snap, 0, at=-1)["totals"]["reserved_bytes"] == before
     at = 1000
-    state = allocator_state(fixture_snap, 0, at=at)
-    made = sum(e["size"] for e in entries[: at + 1] if e["action"] == "segment_alloc")
-    assert state["totals"]["reserved_bytes"] == made
-    live = {}
-    for e in entries[: at + 1]:
-        if e["action"] == "alloc":
-            live[e["addr"]] = e["size"]
-        elif e["action"] == "free_completed":
-            live.pop(e["addr"])
-    assert state["totals"]["requested_bytes"] == sum(live.values())
+    state = allocator_state(recorded_snap, 0, at=at)
+    assert state["totals"]["reserved_bytes"] == before + made(at + 1)
+    assert state["totals"]["requested_bytes"] == direct_live(recorded_snap)[at + 1]
     assert state["approximate"] is True  # some blocks of that point were freed later: sizes estimated
 
 
-def test_fixture_top_sites_account_for_every_allocation(fixture_snap):
-    entries = fixture_snap["device_traces"][0]
-    sites = top_sites(fixture_snap, None, n=1000)
-    assert sites["allocations"] == sum(r["calls"] for r in sites["rows"]) == 1233
-    assert sites["total_bytes"] == sum(e["size"] for e in entries if e["action"] == "alloc")
-    assert sum(r["live_bytes"] for r in sites["rows"]) == sum(g["requested_size"] for g in fixture_snap["segments"])
-    assert sum(r["peak_bytes"] for r in sites["rows"]) == direct_peak(fixture_snap)
+def test_recorded_top_sites_account_for_every_allocation(recorded, recorded_snap):
+    entries = recorded_snap["device_traces"][0]
+    sites = top_sites(recorded_snap, None, n=1000)
+    old = live_before_history(recorded_snap)
+    assert sites["allocations"] == sum(r["calls"] for r in sites["rows"]) == recorded.allocations + len(old)
+    assert sites["total_bytes"] == sum(e["size"] for e in entries if e["action"] == "alloc") + sum(old.values())
+    assert sum(r["live_bytes"] for r in sites["rows"]) == sum(g["requested_size"] for g in recorded_snap["segments"])
+    assert sum(r["peak_bytes"] for r in sites["rows"]) == max(direct_live(recorded_snap))
     totals = [r["total_bytes"] for r in sites["rows"]]
     assert totals == sorted(totals, reverse=True)
-    # autograd-thread allocations have no Python frames: charged to their ATen operator
-    assert "aten::convolution_backward" in [r["site"] for r in sites["rows"]]
-    # forward allocations go to the model's line (torchvision), not to torch.nn internals
-    assert any(r["file"] and r["file"].endswith("torchvision/models/resnet.py") for r in sites["rows"])
+    if recorded.cxx_frames:
+        # autograd-thread allocations have no Python frames: charged to their ATen operator
+        assert "aten::convolution_backward" in [r["site"] for r in sites["rows"]]
+    # forward allocations go to the model's line, not to torch.nn internals
+    assert any(r["file"] and r["file"].endswith(recorded.model_file) for r in sites["rows"])
     assert not any(r["file"] and "/site-packages/torch/" in r["file"] for r in sites["rows"])
 
 
-def test_fixture_gzip_reads_the_same(fixture_snap, fixture_path, tmp_path):
-    path = tmp_path / "snap.pickle.gz"
-    path.write_bytes(gzip.compress(fixture_path.read_bytes()))
-    assert summary(load_snapshot(path)) == summary(fixture_snap)
+def test_recorded_gzip_and_plain_read_the_same(recorded, recorded_snap, tmp_path):
+    data = recorded.path.read_bytes()
+    other = gzip.decompress(data) if recorded.path.suffix == ".gz" else gzip.compress(data)
+    path = tmp_path / ("snap.pickle" if recorded.path.suffix == ".gz" else "snap.pickle.gz")
+    path.write_bytes(other)
+    assert summary(load_snapshot(path)) == summary(recorded_snap)
 
 
 # ---------------------------------------------------------------- replay and pairing edge cases
@@ -562,17 +602,16 @@ def test_billion_laughs_is_refused_quickly(data, message):
     assert time.perf_counter() - start < 2
 
 
-@pytest.mark.parametrize("which", ["fixture", "synthetic"])
-def test_real_and_synthetic_snapshots_expand_within_the_budget(which, request):
+def test_recorded_snapshots_expand_within_the_budget(recorded):
     """Frames shared between entries are no laughs: the budget leaves them room."""
-    if which == "fixture":
-        data = request.getfixturevalue("fixture_path").read_bytes()
-    else:
-        spec = importlib.util.spec_from_file_location("bench_snapshot", Path(__file__).parents[2] / "bench/snapshot.py")
-        bench = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(bench)
-        data = pickle.dumps(bench.synthetic(20_000), protocol=4)
-    assert load_snapshot(data)["segments"]
+    assert load_snapshot(recorded.path)["segments"]
+
+
+def test_synthetic_snapshots_expand_within_the_budget():
+    spec = importlib.util.spec_from_file_location("bench_snapshot", REPO / "bench/snapshot.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert load_snapshot(pickle.dumps(bench.synthetic(20_000), protocol=4))["segments"]
 
 
 def test_refusal_is_remembered_until_the_file_changes(tmp_path):

@@ -1,7 +1,7 @@
 """A logdir on S3, against a local S3 server (moto's server mode on a free 127.0.0.1 port).
 
-The bucket holds real traces: a gzip run, the same trace as plain JSON, a two-rank DDP run,
-a memory snapshot, and an archived (Glacier) object that cannot be read. The real `profboard`
+The bucket holds real traces from the repository: a gzip run, the same trace as plain JSON, a
+two-rank DDP run, a memory snapshot, and an archived (Glacier) object that cannot be read. The real `profboard`
 serves `s3://bucket/logs` with the endpoint and fake credentials from the environment; a
 second server serves a local copy of the same runs, and every answer must be the same.
 No other network address is used: AWS_ENDPOINT_URL points every S3 call at the local server.
@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO.parent / "shared" / "fixtures"
 
 boto3 = pytest.importorskip("boto3", reason="boto3 is not installed (pip install -e '.[test]')")
 pytest.importorskip("s3fs", reason="s3fs is not installed (pip install -e '.[test]')")
@@ -32,16 +31,10 @@ PREFIX = "logs"
 LOGDIR = f"s3://{BUCKET}/{PREFIX}"
 FAKE_SECRET = "fake-secret-that-must-never-be-logged"
 DDP = REPO / "tests/data/h200x2/ddp_straggler_rank1"
-SNAPSHOT = "snapshots/resnet18_snapshot.pickle"
+LOSS = REPO / "examples/logdir/loss_sync_after"
+SNAPSHOT = REPO / "examples/logdir/resnet50_fp32/memory_snapshot.pickle.gz"
 READY_RUNS = ["loss_sync_gzip", "loss_sync_plain", "ddp_straggler"]
 ARCHIVED_RUN = "archived"
-
-
-def require_fixture(relative: str) -> Path:
-    path = FIXTURES / relative
-    if not path.exists():
-        pytest.skip(f"fixture {relative} not found under {FIXTURES} (the shared fixtures are not installed here)")
-    return path
 
 
 def _traces(folder: Path) -> list[Path]:
@@ -50,10 +43,10 @@ def _traces(folder: Path) -> list[Path]:
 
 def _layout() -> dict[str, bytes]:
     """Key under the prefix -> bytes, for the runs that can be read."""
-    [loss] = _traces(require_fixture("h100/loss_sync_after"))
+    [loss] = _traces(LOSS)
     files = {f"loss_sync_gzip/{loss.name}": loss.read_bytes(),
              f"loss_sync_plain/{loss.name.removesuffix('.gz')}": gzip.decompress(loss.read_bytes()),
-             f"loss_sync_gzip/{Path(SNAPSHOT).name}": require_fixture(SNAPSHOT).read_bytes(),
+             f"loss_sync_gzip/{SNAPSHOT.name}": SNAPSHOT.read_bytes(),
              "notes/README.txt": b"not a trace: ignored"}
     for trace in _traces(DDP):
         files[f"ddp_straggler/{trace.name}"] = trace.read_bytes()
@@ -92,7 +85,7 @@ def bucket(s3, tmp_path_factory: pytest.TempPathFactory) -> Path:
         client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/{key}", Body=data)
         (local / key).parent.mkdir(parents=True, exist_ok=True)
         (local / key).write_bytes(data)
-    [loss] = _traces(require_fixture("h100/loss_sync_after"))
+    [loss] = _traces(LOSS)
     # An archived object is listed but cannot be read until restored: GetObject fails.
     client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/{ARCHIVED_RUN}/{loss.name}", Body=loss.read_bytes(),
                       StorageClass="GLACIER")
@@ -135,7 +128,7 @@ def test_remote_runs_are_listed_with_workers_and_spans(remote, local):
             assert got[key] == want[key], (name, key)
     assert remote_runs["ddp_straggler"]["workers"] == ["vm_681", "vm_682"]
     assert "distributed" in remote_runs["ddp_straggler"]["views"]
-    assert remote_runs["loss_sync_gzip"]["snapshots"] == [Path(SNAPSHOT).name]
+    assert remote_runs["loss_sync_gzip"]["snapshots"] == [SNAPSHOT.name]
 
 
 @pytest.mark.parametrize("path", ["/api/overview", "/api/operators", "/api/kernels"])
@@ -165,8 +158,7 @@ def test_remote_raw_download_is_the_original_object(remote, bucket):
 
 
 def test_remote_memory_snapshot_loads(remote):
-    response = remote.get("/api/snapshot", {"run": "loss_sync_gzip", "file": Path(SNAPSHOT).name},
-                          timeout=60)
+    response = remote.get("/api/snapshot", {"run": "loss_sync_gzip", "file": SNAPSHOT.name}, timeout=60)
     assert response.status_code == 200, response.text
 
 

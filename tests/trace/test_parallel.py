@@ -15,8 +15,13 @@ from profboard.server.trace.decode import decode_trace
 from profboard.server.trace.tables import build_tables
 from synth import Trace, to_bytes
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
-REAL = sorted((FIXTURES / "h100" / "resnet50_fp32").glob("*.pt.trace.json*"))[:1]
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO.parent / "shared" / "fixtures"
+# the demo's resnet50_fp32, and the shared fixture's when ../shared is there
+REAL = [pytest.param(REPO / "examples/logdir/resnet50_fp32", id="demo"),
+        pytest.param(FIXTURES / "h100/resnet50_fp32", id="shared",
+                     marks=pytest.mark.skipif(not (FIXTURES / "h100/resnet50_fp32").is_dir(),
+                                              reason=f"fixture traces not found under {FIXTURES}"))]
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +51,9 @@ def assert_same(a, b) -> None:
     assert a.warnings == b.warnings
 
 
-@pytest.mark.skipif(not REAL, reason=f"fixture traces not found under {FIXTURES}")
-def test_a_real_trace_comes_out_the_same(helpers, small_pieces):
-    data = gzip.decompress(REAL[0].read_bytes())
+@pytest.mark.parametrize("run", REAL)
+def test_a_real_trace_comes_out_the_same(helpers, small_pieces, run):
+    data = gzip.decompress(sorted(run.glob("*.pt.trace.json.gz"))[0].read_bytes())
     serial, split, pieces = both(data, helpers)
     assert pieces > 100
     assert_same(serial, split)
