@@ -15,6 +15,7 @@ from profboard.server.analysis.overview import overview
 from profboard.server.trace.load import parse_trace_bytes
 from profboard.server.trace.read import read_trace_bytes
 from profboard.server.trace.tables import TraceTables
+from shared_traces import first_trace
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data"
@@ -32,9 +33,14 @@ def tables(folder: Path) -> TraceTables:
     return _tables(str(sorted(folder.glob("*.pt.trace.json*"))[0]))
 
 
+def mine(recommendations: list[dict]) -> dict[str, dict]:
+    """The findings of this file's rules, by id."""
+    return {f["id"]: f for f in recommendations if f["id"] in MINE}
+
+
 @lru_cache(maxsize=None)
 def _findings(path: str) -> dict[str, dict]:
-    return {f["id"]: f for f in overview(_tables(path))["recommendations"] if f["id"] in MINE}
+    return mine(overview(_tables(path))["recommendations"])
 
 
 def findings(folder: Path) -> dict[str, dict]:
@@ -42,21 +48,22 @@ def findings(folder: Path) -> dict[str, dict]:
     return _findings(str(sorted(folder.glob("*.pt.trace.json*"))[0]))
 
 
-def test_graph_breaks_fixture_breaks_three_times_per_forward(fixtures_dir):
-    regions = compiled_regions(tables(fixtures_dir / "h100" / "compile_graph_breaks"))
+@first_trace("h100/compile_graph_breaks")
+def test_graph_breaks_fixture_breaks_three_times_per_forward(fixture_trace):
+    regions = compiled_regions(fixture_trace.tables)
     assert [c["graph_breaks"] for c in regions["calls"]] == [3, 3, 3]
     assert regions["summary"]["graph_breaks_per_call"] == 3 and regions["summary"]["max_depth"] == 4
-    found = findings(fixtures_dir / "h100" / "compile_graph_breaks")["graph_breaks"]
+    found = mine(fixture_trace.overview["recommendations"])["graph_breaks"]
     assert found["numbers"]["graph_breaks_per_call"] == 3 and found["severity"] == "medium"
     assert {(e["region"], e["parent_region"], e["count"]) for e in found["evidence"]} == {
         ("3/0", "2/0", 3), ("4/0", "3/0", 3), ("5/0", "4/0", 3)}
 
 
-def test_resnet18_compiles_without_breaks(fixtures_dir):
-    folder = fixtures_dir / "h100" / "compile_resnet18"
-    regions = compiled_regions(tables(folder))
+@first_trace("h100/compile_resnet18")
+def test_resnet18_compiles_without_breaks(fixture_trace):
+    regions = compiled_regions(fixture_trace.tables)
     assert regions["summary"]["calls"] == 3 and regions["summary"]["graph_breaks"] == 0
-    assert "graph_breaks" not in findings(folder)
+    assert "graph_breaks" not in mine(fixture_trace.overview["recommendations"])
 
 
 def test_launch_bound_eager_fires():
@@ -87,9 +94,9 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("relative", sorted(EXPECTED))
-def test_shared_fixture(fixtures_dir, relative):
-    assert set(findings(fixtures_dir / relative)) == EXPECTED[relative]
+@first_trace(*EXPECTED)
+def test_shared_fixture(fixture_trace):
+    assert set(mine(fixture_trace.overview["recommendations"])) == EXPECTED[fixture_trace.run]
 
 
 def _total(events, name: str) -> float:
@@ -119,5 +126,6 @@ def test_first_call_breakdown_adds_up_to_its_compile_ranges():
     assert {r["pass"] for r in out["roots"]} == {"forward", "backward", "first_run"}
 
 
-def test_steady_state_traces_have_no_compile_breakdown(fixtures_dir):
-    assert compile_breakdown(tables(fixtures_dir / "h100" / "compile_resnet18"))["total_us"] == 0
+@first_trace("h100/compile_resnet18")
+def test_steady_state_traces_have_no_compile_breakdown(fixture_trace):
+    assert compile_breakdown(fixture_trace.tables)["total_us"] == 0

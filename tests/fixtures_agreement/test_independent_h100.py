@@ -24,16 +24,9 @@ The definitions (DESIGN.md, server/analysis/steps.py and overview.py docstrings)
 
 from __future__ import annotations
 
-import gzip
-import json
-from functools import lru_cache
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO.parent / "shared" / "fixtures"
-GROUPS = ("h100", "h200x4", "big")
+from shared_traces import TORCH2_RUNS, FixtureTrace, every_trace
 
 CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
 STEP_PREFIX = "ProfilerStep#"
@@ -42,23 +35,6 @@ HOST_OP_CATS = {"cpu_op", "operator", "user_annotation", "python"}
 HOST_EXTENT_CATS = {"cpu_op", "operator", "python"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime"}
 DEVICE_CATS = {"kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset"}
-
-
-def _traces() -> list[pytest.param]:
-    out = []
-    for group in GROUPS:
-        for run in sorted((FIXTURES / group).glob("*")) if (FIXTURES / group).is_dir() else []:
-            files = sorted(run.glob("*.pt.trace.json*"), key=lambda p: (p.name.split(".")[0], int(p.name.split(".")[1])))
-            spans: dict[str, int] = {}
-            for path in files:
-                worker = path.name.split(".")[0]
-                spans[worker] = spans.get(worker, 0) + 1
-                out.append(pytest.param(path, id=f"{group}/{run.name}/{worker}/{spans[worker]}"))
-    return out
-
-
-TRACES = _traces()
-pytestmark = pytest.mark.skipif(not TRACES, reason=f"no 2.x fixture traces under {FIXTURES} ({', '.join(GROUPS)})")
 
 
 # --- interval arithmetic: lists of (start, end), merged = sorted, disjoint ----------------------
@@ -102,9 +78,7 @@ def overlap(a, b) -> float:
 # --- the definitions, on the raw events ----------------------------------------------------------
 
 
-def _complete_events(path: Path) -> list[dict]:
-    with gzip.open(path) if path.suffix == ".gz" else open(path, "rb") as fh:
-        trace = json.load(fh)
+def _complete_events(trace: dict) -> list[dict]:
     return [e for e in trace["traceEvents"] if e.get("ph") == "X"
             and isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur"), (int, float)) and e["dur"] >= 0]
 
@@ -231,9 +205,8 @@ def _gpus(events: list[dict], lo: float, hi: float) -> dict[int, dict[str, float
     return out
 
 
-@lru_cache(maxsize=None)
-def independent(path: Path) -> dict:
-    events = _complete_events(path)
+def _by_definition(trace: FixtureTrace) -> dict:
+    events = _complete_events(trace.raw)
     steps = _steps(events)
     roles = _roles(events)
     rows = [{"step": name, **_breakdown(roles, start, end)} for name, start, end in steps]
@@ -245,13 +218,9 @@ def independent(path: Path) -> dict:
             "host_steps": host_steps}
 
 
-@lru_cache(maxsize=None)
-def profboard(path: Path) -> dict:
-    from profboard.server.analysis.overview import overview
-    from profboard.server.trace.load import load_trace
-
-    stat = path.stat()
-    return overview(load_trace(str(path), stat.st_size, stat.st_mtime, cache_dir=None))
+def independent(trace: FixtureTrace) -> dict:
+    """The overview by the definitions, from the raw events."""
+    return trace.derived(_by_definition)
 
 
 # --- the comparisons -----------------------------------------------------------------------------
@@ -261,9 +230,9 @@ def _close(got: float, want: float, total: float) -> bool:
     return abs(got - want) <= max(0.01 * total, 1.0)
 
 
-@pytest.mark.parametrize("path", TRACES)
-def test_steps(path):
-    got, want = profboard(path), independent(path)
+@every_trace(*TORCH2_RUNS)
+def test_steps(fixture_trace):
+    got, want = fixture_trace.overview, independent(fixture_trace)
     names = [s["step"] for s in want["steps"]]
     assert [s["step"] for s in got["steps"]] == names
     # Every host ProfilerStep is a step, but trailing ones the profiler stopped in (trimmed, with a warning).
@@ -274,9 +243,9 @@ def test_steps(path):
         assert names == ["0"] and any("no ProfilerStep" in w for w in got["warnings"])
 
 
-@pytest.mark.parametrize("path", TRACES)
-def test_step_breakdown(path):
-    got, want = profboard(path), independent(path)
+@every_trace(*TORCH2_RUNS)
+def test_step_breakdown(fixture_trace):
+    got, want = fixture_trace.overview, independent(fixture_trace)
     assert len(got["steps"]) == len(want["steps"])
     problems = []
     for got_step, want_step in zip(got["steps"], want["steps"]):
@@ -287,18 +256,18 @@ def test_step_breakdown(path):
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("path", TRACES)
-def test_average(path):
-    got, want = profboard(path)["average"], independent(path)["average"]
+@every_trace(*TORCH2_RUNS)
+def test_average(fixture_trace):
+    got, want = fixture_trace.overview["average"], independent(fixture_trace)["average"]
     problems = [f"{k}: profboard {got[k]:.3f}, independent {v:.3f}" for k, v in want.items()
                 if not _close(got[k], v, want["total_us"])]
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("path", TRACES)
-def test_gpu_metrics(path):
-    got = {g["device"]: g for g in profboard(path)["gpus"]}
-    want = independent(path)["gpus"]
+@every_trace(*TORCH2_RUNS)
+def test_gpu_metrics(fixture_trace):
+    got = {g["device"]: g for g in fixture_trace.overview["gpus"]}
+    want = independent(fixture_trace)["gpus"]
     assert set(got) == set(want)
     problems = []
     for device, metrics in want.items():
@@ -309,8 +278,8 @@ def test_gpu_metrics(path):
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("path", [p for p in TRACES if "h200x4" in p.id])
-def test_ddp_ranks_see_communication(path):
+@every_trace("h200x4/ddp_resnet50")
+def test_ddp_ranks_see_communication(fixture_trace):
     # NCCL kernels (ncclDevKernel_*) are communication, which the reference missed on 2.x traces.
-    assert independent(path)["average"]["communication_us"] > 0
-    assert profboard(path)["average"]["communication_us"] > 0
+    assert independent(fixture_trace)["average"]["communication_us"] > 0
+    assert fixture_trace.overview["average"]["communication_us"] > 0

@@ -15,69 +15,51 @@ raw JSON with plain Python (gzip + json, dicts, bisect; nothing from profboard):
 
 from __future__ import annotations
 
-import gzip
-import json
 from bisect import bisect_left
 from collections import defaultdict
-from functools import lru_cache
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO.parent / "shared" / "fixtures"
-TRACES = sorted(p for group in ("h100", "h200x4", "big") for p in (FIXTURES / group).glob("*/*.pt.trace.json*"))
+from shared_traces import TORCH2_RUNS, FixtureTrace, every_trace
+
 HOST_CATS = {"cpu_op", "user_annotation", "python"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver"}
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
-
-pytestmark = pytest.mark.skipif(not TRACES, reason=f"no 2.x fixture traces under {FIXTURES}")
-
-
-def _id(path: Path) -> str:
-    return f"{path.parent.parent.name}/{path.parent.name}/{path.name.split('.')[0]}.{path.name.split('.')[1][-4:]}"
+pytestmark = every_trace(*TORCH2_RUNS)
 
 
-@pytest.fixture(scope="module", params=TRACES, ids=_id)
-def path(request) -> Path:
-    """One trace at a time: module scope makes pytest run every test of a trace before the next."""
-    return request.param
+def raw(trace: FixtureTrace) -> list[dict]:
+    return [e for e in trace.raw["traceEvents"] if e.get("ph") == "X"]
 
 
-@lru_cache(maxsize=1)
-def raw(path: Path) -> list[dict]:
-    with gzip.open(path) if path.suffix == ".gz" else open(path, "rb") as f:
-        return [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
-
-
-@lru_cache(maxsize=1)
-def profboard_tables(path: Path):
-    from profboard.server.analysis.operators import op_instances, operator_table
+def _tables(trace: FixtureTrace) -> dict:
     from profboard.server.analysis.kernels import kernel_table
-    from profboard.server.analysis.optree import build_op_tree
-    from profboard.server.trace.load import load_trace
+    from profboard.server.analysis.operators import op_instances, operator_table
 
-    tables = load_trace(str(path), path.stat().st_size, path.stat().st_mtime)
-    tree = build_op_tree(tables.events)
-    instances, _ = op_instances(tables.events, tree)
+    events = trace.tables.events
+    instances, _ = op_instances(events, trace.tree)
     return {
         "ops": {r["name"]: r for r in operator_table(instances)},
-        "kernels": {r["name"]: r for r in kernel_table(tables.events, tree)},
-        "kernels_by_op": kernel_table(tables.events, tree, "name_op"),
+        "kernels": {r["name"]: r for r in kernel_table(events, trace.tree)},
+        "kernels_by_op": kernel_table(events, trace.tree, "name_op"),
     }
+
+
+def profboard_tables(trace: FixtureTrace) -> dict:
+    return trace.derived(_tables)
 
 
 def close(a: float, b: float) -> bool:
     return abs(a - b) <= max(0.01, 1e-9 * abs(b))
 
 
-def test_kernel_rows_are_sums_of_raw_kernels(path):
+def test_kernel_rows_are_sums_of_raw_kernels(fixture_trace):
     calls, total = defaultdict(int), defaultdict(float)
-    for e in raw(path):
+    for e in raw(fixture_trace):
         if e.get("cat") == "kernel":
             calls[e["name"]] += 1
             total[e["name"]] += e["dur"]
-    ours = profboard_tables(path)
+    ours = profboard_tables(fixture_trace)
     assert set(ours["kernels"]) == set(calls)
     for name, row in ours["kernels"].items():
         assert row["calls"] == calls[name] and close(row["total_us"], total[name]), name
@@ -112,8 +94,8 @@ def _self_nesting_names(threads) -> set[str]:
     return names
 
 
-def test_operator_rows_agree_with_raw_ops(path):
-    events = raw(path)
+def test_operator_rows_agree_with_raw_ops(fixture_trace):
+    events = raw(fixture_trace)
     threads = _threads(events)
     skip = _self_nesting_names(threads)
 
@@ -139,7 +121,7 @@ def test_operator_rows_agree_with_raw_ops(path):
             inside = items[i:bisect_left(starts, e["ts"] + e["dur"])]
             dev_total[name] += sum(device_of_ext.get(x["args"].get("External id"), 0.0) for x in inside)
 
-    ours = profboard_tables(path)["ops"]
+    ours = profboard_tables(fixture_trace)["ops"]
     checked = 0
     for name in calls:
         row = ours[name]

@@ -24,31 +24,18 @@ from __future__ import annotations
 import gzip
 import json
 from collections import Counter, defaultdict
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO.parent / "shared" / "fixtures"
+from shared_traces import FIXTURES, FixtureTrace, over, traces
+
 SAMPLES = FIXTURES / "kineto_samples"
 REFERENCE = Path(__file__).resolve().parent / "data" / "reference_memory_stats.json.gz"
-RECENT = [FIXTURES / "h100" / "resnet50_fp32", FIXTURES / "h200x4" / "ddp_resnet50"]
 NOT_OPERATORS = ("ProfilerStep#", "Optimizer.", "enumerate(DataLoader)#", "enumerate(DataPipe)#")
 KEYS = ["self_size_increase_bytes", "self_allocation_size_bytes", "self_allocation_count",
         "size_increase_bytes", "allocation_size_bytes", "allocation_count", "calls"]
-
-
-@lru_cache(maxsize=None)
-def loaded(path: Path):
-    """Tables and operator tree of one trace, without cache or server."""
-    from profboard.server.analysis.optree import build_op_tree
-    from profboard.server.trace.load import load_trace
-
-    stat = path.stat()
-    tables = load_trace(str(path), stat.st_size, stat.st_mtime, cache_dir=None)
-    return tables, build_op_tree(tables.events)
 
 
 # -- a) the reference on its samples ------------------------------------------------------------
@@ -58,15 +45,17 @@ def _reference_cases() -> list[pytest.param]:
     if not REFERENCE.exists():
         return []
     cases = json.loads(gzip.decompress(REFERENCE.read_bytes()))["cases"]
-    return [pytest.param(c, id=f"{c['trace']}:{'whole' if c['start_us'] is None else 'window'}") for c in cases]
+    return [pytest.param(SAMPLES / c["trace"], c, id=f"{c['trace']}:{'whole' if c['start_us'] is None else 'window'}")
+            for c in cases]
 
 
 @pytest.mark.skipif(not SAMPLES.is_dir(), reason=f"reference samples not found at {SAMPLES}")
-@pytest.mark.parametrize("case", _reference_cases())
-def test_stats_match_the_reference_on_its_samples(case):
+# session scope: the trace's other tests share its fixture_trace
+@pytest.mark.parametrize("fixture_trace, case", _reference_cases(), indirect=["fixture_trace"], scope="session")
+def test_stats_match_the_reference_on_its_samples(fixture_trace, case):
     from profboard.server.analysis.memory import attribution, devices, memory_stats
 
-    tables, tree = loaded(SAMPLES / case["trace"])
+    tables, tree = fixture_trace.tables, fixture_trace.tree
     placed = attribution(tables, tree)
     for device in [d["device"] for d in devices(tables)]:
         answer = memory_stats(tables, tree, device, case["start_us"], case["end_us"], placed=placed)
@@ -81,25 +70,21 @@ def test_stats_match_the_reference_on_its_samples(case):
 # -- b) 2.x traces against their raw records ----------------------------------------------------
 
 
-def _recent_traces() -> list[pytest.param]:
-    out = []
-    for run in RECENT:
-        files = sorted(run.glob("*.pt.trace.json*")) if run.is_dir() else []
-        picked = files if run.name == "resnet50_fp32" else files[:1]
-        out += [pytest.param(p, id=f"{run.parent.name}/{run.name}/{p.name.split('.')[0]}.{i + 1}")
-                for i, p in enumerate(picked)]
-    return out or [pytest.param(None, marks=pytest.mark.skip(reason=f"2.x fixtures not found under {FIXTURES}"))]
+# both spans of resnet50_fp32, one rank of ddp_resnet50
+RECENT = over(traces("h100/resnet50_fp32") + traces("h200x4/ddp_resnet50", first_only=True))
 
 
-@lru_cache(maxsize=None)
-def raw(path: Path) -> dict:
-    """The raw trace: memory records in time order (ties in file order) and host ranges per thread."""
-    doc = json.loads(gzip.decompress(path.read_bytes()))
-    events = doc["traceEvents"]
+def _raw(trace: FixtureTrace) -> dict:
+    events = trace.raw["traceEvents"]
     records = sorted((e for e in events if e.get("ph") in ("i", "I") and e.get("name") == "[memory]"),
                      key=lambda e: e["ts"])
     host = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")]
     return {"records": records, "host": host}
+
+
+def raw(trace: FixtureTrace) -> dict:
+    """The raw trace: memory records in time order (ties in file order) and host ranges per thread."""
+    return trace.derived(_raw)
 
 
 def device_of(record: dict) -> str:
@@ -107,21 +92,21 @@ def device_of(record: dict) -> str:
     return "CPU" if args["Device Type"] == 0 else f"GPU{args['Device Id']}"
 
 
-def window(path: Path) -> tuple[float, float]:
+def window(trace: FixtureTrace) -> tuple[float, float]:
     """A window from 40% to 70% of the records' time span: it cuts through steps and operators."""
-    ts = [r["ts"] for r in raw(path)["records"]]
+    ts = [r["ts"] for r in raw(trace)["records"]]
     lo, hi = ts[0], ts[-1]
     return lo + 0.4 * (hi - lo), lo + 0.7 * (hi - lo)
 
 
-@pytest.mark.parametrize("path", _recent_traces())
-def test_peak_allocated_is_the_highest_total_allocated_of_the_device(path):
+@RECENT
+def test_peak_allocated_is_the_highest_total_allocated_of_the_device(fixture_trace):
     from profboard.server.analysis.memory_curve import curve
 
     peaks: dict[str, float] = defaultdict(float)
-    for r in raw(path)["records"]:
+    for r in raw(fixture_trace)["records"]:
         peaks[device_of(r)] = max(peaks[device_of(r)], r["args"]["Total Allocated"])
-    tables, _ = loaded(path)
+    tables = fixture_trace.tables
     assert peaks
     for device, peak in peaks.items():
         answer = curve(tables, device, width_px=100)  # few pixels: the curve is thinned
@@ -153,14 +138,14 @@ def _t(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-@pytest.mark.parametrize("path", _recent_traces())
-def test_every_pair_in_a_window_appears_exactly_once(path):
+@RECENT
+def test_every_pair_in_a_window_appears_exactly_once(fixture_trace):
     from profboard.server.analysis.memory import memory_events
 
-    start, end = window(path)
-    tables, tree = loaded(path)
+    start, end = window(fixture_trace)
+    tables, tree = fixture_trace.tables, fixture_trace.tree
     expected: dict[str, Counter] = defaultdict(Counter)
-    for device, size, alloc, free in _pairs(raw(path)["records"]):
+    for device, size, alloc, free in _pairs(raw(fixture_trace)["records"]):
         if any(t is not None and start <= t <= end for t in (alloc, free)):
             expected[device][(size, _t(alloc), _t(free))] += 1
     assert sum(len(c) for c in expected.values()) > 100
@@ -193,13 +178,13 @@ def _host_tree(host: list[dict]) -> list[dict]:
     return nodes
 
 
-def _expected_stats(path: Path, device: str, start: float, end: float) -> dict[str, list[int]]:
-    nodes = _host_tree(raw(path)["host"])
+def _expected_stats(trace: FixtureTrace, device: str, start: float, end: float) -> dict[str, list[int]]:
+    nodes = _host_tree(raw(trace)["host"])
     ops = [n for n in nodes if n["cat"] == "cpu_op" and not n["name"].startswith(NOT_OPERATORS)]
     folded = [n for n in ops if n["parent"] is not None and n["parent"]["cat"] == "cpu_op"
               and n["parent"]["name"] == n["name"] and n["parent"]["children"] == 1]
     calls = [n for n in ops if not any(n is f for f in folded)]
-    records = [r for r in raw(path)["records"] if device_of(r) == device and start <= r["ts"] <= end]
+    records = [r for r in raw(trace)["records"] if device_of(r) == device and start <= r["ts"] <= end]
     # The innermost cpu_op around each record, by brute force over the thread's operators.
     cpu_ops = [n for n in nodes if n["cat"] == "cpu_op"]
     threads = np.array([hash(n["thread"]) for n in cpu_ops])
@@ -235,15 +220,15 @@ def _expected_stats(path: Path, device: str, start: float, end: float) -> dict[s
     return {name: row for name, row in stats.items() if any(row[:6])}
 
 
-@pytest.mark.parametrize("path", _recent_traces())
-def test_stats_of_a_window_match_the_raw_records(path):
+@RECENT
+def test_stats_of_a_window_match_the_raw_records(fixture_trace):
     from profboard.server.analysis.memory import memory_stats
 
-    start, end = window(path)
-    tables, tree = loaded(path)
+    start, end = window(fixture_trace)
+    tables, tree = fixture_trace.tables, fixture_trace.tree
     compared = 0
-    for device in sorted({device_of(r) for r in raw(path)["records"]}):
-        expected = _expected_stats(path, device, start, end)
+    for device in sorted({device_of(r) for r in raw(fixture_trace)["records"]}):
+        expected = _expected_stats(fixture_trace, device, start, end)
         ours = {r["name"]: [r[k] for k in KEYS] for r in memory_stats(tables, tree, device, start, end)["rows"]}
         compared += len(expected)
         assert set(ours) == set(expected), device

@@ -12,43 +12,26 @@ regions sit in ResNet_0 and a warning says so.
 
 from __future__ import annotations
 
-import gzip
-import json
 from collections import defaultdict
-from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from profboard.server.analysis.flows import build_flows
 from profboard.server.analysis.modules import module_view, operator_tree
-from profboard.server.analysis.optree import build_op_tree
-from profboard.server.trace.load import parse_trace_bytes
-from profboard.server.trace.read import read_trace_bytes
+from shared_traces import FixtureTrace, first_trace
 
 PREFIX = "nn.Module: "
 
 
-def first_trace(fixtures_dir: Path, relative: str) -> str:
-    folder = fixtures_dir / relative
-    if not folder.is_dir():
-        pytest.skip(f"{folder} not found")
-    return str(sorted(folder.glob("*.pt.trace.json*"))[0])
+def _analysed(trace: FixtureTrace) -> tuple[dict, dict]:
+    flows = build_flows(trace.tables, np.ones(len(trace.tables.events), dtype=bool))
+    return module_view(trace.tables, trace.tree, flows), operator_tree(trace.tables, trace.tree)
 
 
-@lru_cache(maxsize=None)
-def analysed(path: str) -> tuple[dict, dict]:
-    tables = parse_trace_bytes(read_trace_bytes(path, 1 << 33).data)
-    tree = build_op_tree(tables.events)
-    flows = build_flows(tables, np.ones(len(tables.events), dtype=bool))
-    return module_view(tables, tree, flows), operator_tree(tables, tree)
-
-
-@lru_cache(maxsize=None)
-def raw_events(path: str) -> list[dict]:
-    with gzip.open(path) as f:
-        return json.load(f)["traceEvents"]
+def analysed(trace: FixtureTrace) -> tuple[dict, dict]:
+    """The module view and the operator tree."""
+    return trace.derived(_analysed)
 
 
 def top_level_modules(events: list[dict]) -> list[dict]:
@@ -64,11 +47,14 @@ def top_level_modules(events: list[dict]) -> list[dict]:
 
 
 @pytest.fixture
-def resnet(fixtures_dir):
-    path = first_trace(fixtures_dir, "h100/resnet50_fp32")
-    return analysed(path), raw_events(path)
+def resnet(fixture_trace):
+    return analysed(fixture_trace), fixture_trace.raw["traceEvents"]
 
 
+resnet50 = first_trace("h100/resnet50_fp32")
+
+
+@resnet50
 def test_host_total_is_the_sum_of_the_instance_events(resnet):
     (view, _), events = resnet
     raw = defaultdict(float)
@@ -83,6 +69,7 @@ def test_host_total_is_the_sum_of_the_instance_events(resnet):
         assert mine[name] == pytest.approx(total, abs=1e-3), name
 
 
+@resnet50
 def test_children_never_exceed_parents(resnet):
     (view, _), _ = resnet
     by_id = {m["id"]: m for m in view["modules"]}
@@ -97,6 +84,7 @@ def test_children_never_exceed_parents(resnet):
         assert 0 <= m["host_self_us"] <= m["host_total_us"] and 0 <= m["device_self_us"] <= m["device_total_us"]
 
 
+@resnet50
 def test_top_level_modules_account_for_the_forward_pass(resnet):
     (view, _), events = resnet
     roots = [m["name"] for m in view["modules"] if m["parent_id"] is None]
@@ -122,6 +110,7 @@ def test_top_level_modules_account_for_the_forward_pass(resnet):
         sum(m["dur"] for m in top), abs=1e-3)
 
 
+@resnet50
 def test_module_backward_is_within_the_steps_backward(resnet):
     (view, _), events = resnet
     backward = 0.0
@@ -137,6 +126,7 @@ def test_module_backward_is_within_the_steps_backward(resnet):
     assert view["backward"]["ranges_attributed"] == view["backward"]["ranges"]
 
 
+@resnet50
 def test_operator_tree_of_resnet_is_the_main_thread(resnet):
     (_, tree), _ = resnet
     names = [n["name"] for n in tree["nodes"] if n["parent_id"] is None]
@@ -147,8 +137,9 @@ def test_operator_tree_of_resnet_is_the_main_thread(resnet):
         assert n["device_self_us"] <= n["device_total_us"] + 1e-6
 
 
-def test_compiled_resnet18_shows_the_modules_outside_compiled_code(fixtures_dir):
-    view, tree = analysed(first_trace(fixtures_dir, "h100/compile_resnet18"))
+@first_trace("h100/compile_resnet18")
+def test_compiled_resnet18_shows_the_modules_outside_compiled_code(fixture_trace):
+    view, tree = analysed(fixture_trace)
     mods = {m["name"]: m for m in view["modules"]}
     assert set(mods) == {"OptimizedModule_0", "ResNet_0"}
     assert mods["ResNet_0"]["parent_id"] == mods["OptimizedModule_0"]["id"]

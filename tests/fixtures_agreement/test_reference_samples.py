@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from functools import lru_cache
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-SAMPLES = REPO.parent / "shared" / "fixtures" / "kineto_samples"
+from shared_traces import FIXTURES, FixtureTrace, first_trace
+
+SAMPLES = FIXTURES / "kineto_samples"
 EXPECTED = SAMPLES / "tb_plugin_expected_responses.txt"
 # run -> line of its overview response in EXPECTED
 OVERVIEW_LINE = {"resnet50_num_workers_0": 0, "resnet50_num_workers_4": 5}
@@ -33,6 +31,8 @@ GPU_METRICS = {"GPU Utilization": "utilization_ratio", "Est. SM Efficiency": "sm
                "Est. Achieved Occupancy": "achieved_occupancy_ratio",
                "Kernel Time using Tensor Cores": "tensor_core_ratio"}
 RUNS = sorted(OVERVIEW_LINE)
+# worker0 span 1 of each run, as the reference answered for
+SPAN_1 = first_trace(*(f"kineto_samples/{run}" for run in RUNS))
 
 pytestmark = pytest.mark.skipif(not EXPECTED.exists(), reason=f"reference samples not found at {SAMPLES}")
 
@@ -62,42 +62,18 @@ def expected(run: str) -> dict:
     return {"steps": steps, "average": average, "gpu": gpu}
 
 
-def _first_trace(run: str) -> Path:
-    # span 1 = the earliest timestamp (both timestamps have 13 digits, so string order is numeric order)
-    files = sorted((SAMPLES / run).glob("worker0.*.pt.trace.json.gz"), key=lambda p: int(p.name.split(".")[1]))
-    assert files, f"no traces in {SAMPLES / run}"
-    return files[0]
-
-
-@lru_cache(maxsize=None)
-def profboard_tables(run: str):
-    """worker0 span 1 of `run`, loaded without cache or server."""
-    from profboard.server.trace.load import load_trace
-
-    path = _first_trace(run)
-    stat = path.stat()
-    return load_trace(str(path), stat.st_size, stat.st_mtime, cache_dir=None)
-
-
-@lru_cache(maxsize=None)
-def profboard_overview(run: str) -> dict:
-    from profboard.server.analysis.overview import overview
-
-    return overview(profboard_tables(run))
-
-
-@lru_cache(maxsize=None)
-def profboard_ops_kernels(run: str) -> tuple[dict, dict]:
-    """profboard's operator and kernel rows (by name) of worker0 span 1, keyed by name."""
+def _ops_kernels(trace: FixtureTrace) -> tuple[dict, dict]:
     from profboard.server.analysis.kernels import kernel_table
     from profboard.server.analysis.operators import op_instances, operator_table
-    from profboard.server.analysis.optree import build_op_tree
 
-    events = profboard_tables(run).events
-    tree = build_op_tree(events)
-    instances, _ = op_instances(events, tree)
+    instances, _ = op_instances(trace.tables.events, trace.tree)
     return ({r["name"]: r for r in operator_table(instances)},
-            {r["name"]: r for r in kernel_table(events, tree)})
+            {r["name"]: r for r in kernel_table(trace.tables.events, trace.tree)})
+
+
+def profboard_ops_kernels(trace: FixtureTrace) -> tuple[dict, dict]:
+    """profboard's operator and kernel rows of the trace, keyed by name."""
+    return trace.derived(_ops_kernels)
 
 
 def expected_line(run: str, offset: int) -> dict:
@@ -120,22 +96,25 @@ def assert_percent(ratio: float | None, percent: float, what: str) -> None:
         f"{what}: profboard {ratio * 100:.4f} % vs reference {percent} %"
 
 
-@pytest.mark.parametrize("run", RUNS)
-def test_steps_and_breakdown(run):
-    got, want = profboard_overview(run), expected(run)
+@SPAN_1
+def test_steps_and_breakdown(fixture_trace):
+    run = fixture_trace.path.parent.name
+    got, want = fixture_trace.overview, expected(run)
     assert [s["step"] for s in got["steps"]] == [s["step"] for s in want["steps"]]
     for got_step, want_step in zip(got["steps"], want["steps"]):
         assert_durations(got_step, want_step, f"{run} step {want_step['step']}")
 
 
-@pytest.mark.parametrize("run", RUNS)
-def test_average(run):
-    assert_durations(profboard_overview(run)["average"], expected(run)["average"], f"{run} average")
+@SPAN_1
+def test_average(fixture_trace):
+    run = fixture_trace.path.parent.name
+    assert_durations(fixture_trace.overview["average"], expected(run)["average"], f"{run} average")
 
 
-@pytest.mark.parametrize("run", RUNS)
-def test_gpu_summary(run):
-    got, want = profboard_overview(run), expected(run)["gpu"]
+@SPAN_1
+def test_gpu_summary(fixture_trace):
+    run = fixture_trace.path.parent.name
+    got, want = fixture_trace.overview, expected(run)["gpu"]
     [gpu] = got["gpus"]
     assert gpu["device"] == 0
     assert gpu["name"] == want["name"]
@@ -145,18 +124,18 @@ def test_gpu_summary(run):
         assert_percent(gpu[key], want[key], f"{run} {title}")
 
 
-@pytest.mark.parametrize("run", RUNS)
-def test_no_warnings_on_clean_samples(run):
-    assert profboard_overview(run)["warnings"] == []
+@SPAN_1
+def test_no_warnings_on_clean_samples(fixture_trace):
+    run = fixture_trace.path.parent.name
+    assert fixture_trace.overview["warnings"] == []
 
 
-def test_cli_summary_agrees_with_the_reference(tmp_path):
+def test_cli_summary_agrees_with_the_reference(tmp_path, capsys):
+    from profboard.server.cli import main
+
     run = RUNS[0]
-    command = [sys.executable, "-m", "profboard.server.cli", "summary", str(SAMPLES), "--run", run,
-               "--span", "1", "--json", "--cache-dir", str(tmp_path)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=REPO)
-    assert result.returncode == 0, result.stderr
-    got, want = json.loads(result.stdout), expected(run)
+    assert main(["summary", str(SAMPLES), "--run", run, "--span", "1", "--json", "--cache-dir", str(tmp_path)]) == 0
+    got, want = json.loads(capsys.readouterr().out), expected(run)
     assert [s["step"] for s in got["steps"]] == [s["step"] for s in want["steps"]]
     for got_step, want_step in zip(got["steps"], want["steps"]):
         assert_durations(got_step, want_step, f"CLI {run} step {want_step['step']}")
@@ -166,9 +145,10 @@ def test_cli_summary_agrees_with_the_reference(tmp_path):
         assert_percent(gpu[key], want["gpu"][key], f"CLI {run} {title}")
 
 
-@pytest.mark.parametrize("run", RUNS)
-def test_operator_table(run):
-    ops, _ = profboard_ops_kernels(run)
+@SPAN_1
+def test_operator_table(fixture_trace):
+    run = fixture_trace.path.parent.name
+    ops, _ = profboard_ops_kernels(fixture_trace)
     want = {row["name"]: row for row in expected_line(run, 2)["data"]}
     assert set(ops) == set(want)
     for name, ref in want.items():
@@ -183,9 +163,10 @@ def test_operator_table(run):
         assert got["has_call_stack"] == ref["has_call_stack"], name
 
 
-@pytest.mark.parametrize("run", RUNS)
-def test_operator_pies_are_the_table_values(run):
-    ops, _ = profboard_ops_kernels(run)
+@SPAN_1
+def test_operator_pies_are_the_table_values(fixture_trace):
+    run = fixture_trace.path.parent.name
+    ops, _ = profboard_ops_kernels(fixture_trace)
     pies = expected_line(run, 1)
     for pie, key in (("device_self_time", "device_self_us"), ("device_total_time", "device_total_us"),
                      ("host_self_time", "host_self_us"), ("host_total_time", "host_total_us")):
@@ -193,9 +174,10 @@ def test_operator_pies_are_the_table_values(run):
             assert abs(ops[name][key] - value) <= 1.0, f"{pie} {name}"
 
 
-@pytest.mark.parametrize("run", RUNS)
-def test_kernel_table_and_pie(run):
-    _, kernels = profboard_ops_kernels(run)
+@SPAN_1
+def test_kernel_table_and_pie(fixture_trace):
+    run = fixture_trace.path.parent.name
+    _, kernels = profboard_ops_kernels(fixture_trace)
     table = expected_line(run, 3)["data"]
     columns = [c["name"] for c in table["columns"]]
     want = {row[0]: dict(zip(columns, row)) for row in table["rows"]}

@@ -12,10 +12,16 @@ import pytest
 from profboard.server.analysis.overview import overview
 from profboard.server.trace.load import parse_trace_bytes
 from profboard.server.trace.read import read_trace_bytes
+from shared_traces import first_trace
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data"
 MINE = {"host_device_sync", "h2d_copy_in_step", "tensor_cores_unused", "memory_near_limit", "ddp_instead_of_dp"}
+
+
+def mine(recommendations) -> dict[str, dict]:
+    """The findings of the rules above, by id."""
+    return {f["id"]: f for f in recommendations if f["id"] in MINE}
 
 
 @lru_cache(maxsize=None)
@@ -26,14 +32,12 @@ def _recommendations(path: str) -> tuple[dict, ...]:
 
 def findings(folder: Path) -> dict[str, dict]:
     """This folder's first trace's findings of the rules above, by id."""
-    if not folder.is_dir():
-        pytest.skip(f"{folder} not found")
-    path = sorted(folder.glob("*.pt.trace.json*"))[0]
-    return {f["id"]: f for f in _recommendations(str(path)) if f["id"] in MINE}
+    return mine(_recommendations(str(sorted(folder.glob("*.pt.trace.json*"))[0])))
 
 
-def test_loss_sync_before_points_into_the_loss(fixtures_dir):
-    found = findings(fixtures_dir / "h100" / "loss_sync_before")
+@first_trace("h100/loss_sync_before")
+def test_loss_sync_before_points_into_the_loss(fixture_trace):
+    found = mine(fixture_trace.overview["recommendations"])
     sync, copy = found["host_device_sync"], found["h2d_copy_in_step"]
     # The .cuda() of the CPU-built weight waits for the GPU (2-7 ms a step): high.
     assert sync["severity"] == "high" and sync["numbers"]["syncs_per_step"] == 3
@@ -51,8 +55,9 @@ def test_loss_sync_before_points_into_the_loss(fixtures_dir):
         assert item["event_id"] >= 0 and item["start_us"] <= item["end_us"]
 
 
-def test_loss_sync_after_is_quiet(fixtures_dir):
-    found = findings(fixtures_dir / "h100" / "loss_sync_after")
+@first_trace("h100/loss_sync_after")
+def test_loss_sync_after_is_quiet(fixture_trace):
+    found = mine(fixture_trace.overview["recommendations"])
     assert "host_device_sync" not in found and "h2d_copy_in_step" not in found
 
 
@@ -86,9 +91,9 @@ OWN = {
 }
 
 
-@pytest.mark.parametrize("relative", sorted(EXPECTED))
-def test_shared_fixture(fixtures_dir, relative):
-    assert set(findings(fixtures_dir / relative)) == EXPECTED[relative]
+@first_trace(*EXPECTED)
+def test_shared_fixture(fixture_trace):
+    assert set(mine(fixture_trace.overview["recommendations"])) == EXPECTED[fixture_trace.run]
 
 
 @pytest.mark.parametrize("name", sorted(OWN))
@@ -96,8 +101,9 @@ def test_own_h200_trace(name):
     assert set(findings(DATA / "h200" / name)) == OWN[name]
 
 
-def test_volta_fp32_advice_has_no_tf32(fixtures_dir):
-    found = findings(fixtures_dir / "kineto_samples" / "resnet50_num_workers_0")["tensor_cores_unused"]
+@first_trace("kineto_samples/resnet50_num_workers_0")
+def test_volta_fp32_advice_has_no_tf32(fixture_trace):
+    found = mine(fixture_trace.overview["recommendations"])["tensor_cores_unused"]
     assert found["numbers"]["compute_capability"] == "7.0" and found["severity"] == "high"
     assert "autocast" in found["detail"] and "allow_tf32" not in found["detail"]
     assert found["evidence"][0]["op"] == "aten::cudnn_convolution_backward_weight"

@@ -5,42 +5,37 @@ raw JSON with plain Python."""
 
 from __future__ import annotations
 
-import gzip
-import json
 from collections import defaultdict
-from functools import lru_cache
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO.parent / "shared" / "fixtures"
-TRACES = [p for rel in ("h100/resnet50_fp32", "h200x4/ddp_resnet50", "kineto_samples/resnet50_num_workers_0")
-          for p in sorted((FIXTURES / rel).glob("*.pt.trace.json*"))[:1]]
+from shared_traces import FixtureTrace, first_trace
+
+FIRST_TRACES = first_trace("h100/resnet50_fp32", "h200x4/ddp_resnet50", "kineto_samples/resnet50_num_workers_0")
 ZOOMS = (1.0, 0.1, 0.01, 1e-3, 1e-4, 1e-5)
 
-pytestmark = pytest.mark.skipif(not TRACES, reason=f"fixture traces not found under {FIXTURES}")
 
-
-@lru_cache(maxsize=1)
-def raw_by_thread(path: Path) -> dict[tuple[str, str], list[tuple[float, float]]]:
-    with gzip.open(path) if path.suffix == ".gz" else open(path, "rb") as f:
-        events = json.load(f)["traceEvents"]
+def _raw_by_thread(trace: FixtureTrace) -> dict[tuple[str, str], list[tuple[float, float]]]:
     out = defaultdict(list)
-    for e in events:
+    for e in trace.raw["traceEvents"]:
         if e.get("ph") == "X" and isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur"), (int, float)) \
                 and e["dur"] >= 0:
             out[(str(e.get("pid")), str(e.get("tid")))].append((float(e["ts"]), float(e["dur"])))
     return out
 
 
-@lru_cache(maxsize=1)
-def ours(path: Path):
-    from profboard.server.analysis import timeline
-    from profboard.server.trace.load import load_trace
+def raw_by_thread(trace: FixtureTrace) -> dict[tuple[str, str], list[tuple[float, float]]]:
+    return trace.derived(_raw_by_thread)
 
-    tables = load_trace(str(path), path.stat().st_size, path.stat().st_mtime)
-    return tables, timeline.build_layout(tables)
+
+def _layout(trace: FixtureTrace):
+    from profboard.server.analysis import timeline
+
+    return timeline.build_layout(trace.tables)
+
+
+def ours(trace: FixtureTrace):
+    return trace.tables, trace.derived(_layout)
 
 
 def window_at(layout, zoom: float) -> tuple[float, float]:
@@ -51,15 +46,15 @@ def window_at(layout, zoom: float) -> tuple[float, float]:
 
 
 @pytest.mark.parametrize("zoom", ZOOMS)
-@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.parent.name)
-def test_boxes_and_merged_blocks_account_for_every_raw_event(path, zoom):
+@FIRST_TRACES
+def test_boxes_and_merged_blocks_account_for_every_raw_event(fixture_trace, zoom):
     from profboard.server.analysis import timeline
 
-    tables, layout = ours(path)
+    tables, layout = ours(fixture_trace)
     start, end = window_at(layout, zoom)
     out = timeline.window(tables, layout, start, end, 1400)
     events = tables.events
-    raw = raw_by_thread(path)
+    raw = raw_by_thread(fixture_trace)
     checked = 0
     for lane in out["lanes"]:
         boxes, merged = lane["boxes"], lane["merged"]
@@ -76,21 +71,19 @@ def test_boxes_and_merged_blocks_account_for_every_raw_event(path, zoom):
     assert checked > 0 or zoom < 1e-3
 
 
-@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.parent.name)
-def test_events_on_one_row_never_overlap(path):
+@FIRST_TRACES
+def test_events_on_one_row_never_overlap(fixture_trace):
     """Python frames and record_function ranges overlap in real traces; they must not share a row."""
-    _, layout = ours(path)
+    _, layout = ours(fixture_trace)
     for (lane, row), (a, b) in layout.segments.items():
         overlap = layout.start[a + 1:b] < layout.end[a:b - 1] - 1e-3
         assert not overlap.any(), (lane, row, int(layout.order[a + 1 + overlap.argmax()]))
 
 
-@lru_cache(maxsize=1)
-def raw_flow_pairs(path: Path) -> list[tuple[str, tuple[float, float], tuple[float, float]]]:
+def _raw_flow_pairs(trace: FixtureTrace) -> list[tuple[str, tuple[float, float], tuple[float, float]]]:
     """(kind, (start, end) of one end, of the other) for every launch and every fwdbwd pair, from
     the raw JSON: launches by correlation id, fwdbwd by the operator starting at each flow point."""
-    with gzip.open(path) if path.suffix == ".gz" else open(path, "rb") as f:
-        events = json.load(f)["traceEvents"]
+    events = trace.raw["traceEvents"]
     complete = [e for e in events if e.get("ph") == "X" and isinstance(e.get("dur"), (int, float))]
     calls, work, ops = defaultdict(list), defaultdict(list), {}
     for e in complete:
@@ -114,16 +107,16 @@ def raw_flow_pairs(path: Path) -> list[tuple[str, tuple[float, float], tuple[flo
 
 
 @pytest.mark.parametrize("zoom", ZOOMS)
-@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.parent.name)
-def test_window_flows_are_the_raw_pairs_with_an_end_inside(path, zoom):
+@FIRST_TRACES
+def test_window_flows_are_the_raw_pairs_with_an_end_inside(fixture_trace, zoom):
     from profboard.server.analysis import flows
 
-    tables, layout = ours(path)
+    tables, layout = ours(fixture_trace)
     start, end = window_at(layout, zoom)
     index = flows.build_flows(tables, layout.lane_of >= 0)
     total, _ = flows.in_window(index, start, end)
     touches = lambda span: span[0] <= end and span[1] >= start  # noqa: E731
-    expected = [kind for kind, a, b in raw_flow_pairs(path) if touches(a) or touches(b)]
+    expected = [kind for kind, a, b in fixture_trace.derived(_raw_flow_pairs) if touches(a) or touches(b)]
     assert total == len(expected)
     answer = flows.window_flows(tables, index, layout.lane_of, layout.row_of, start, end)
     if total <= flows.MAX_WINDOW_FLOWS:
