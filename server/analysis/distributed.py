@@ -174,8 +174,24 @@ def process_groups(tables: TraceTables) -> list[dict[str, Any]]:
     """The process groups this worker's `distributedInfo` lists (name, description, size, ranks)."""
     info = tables.metadata.get("distributedInfo")
     config = info.get("pg_config") if isinstance(info, dict) else None
-    return [{"name": str(g.get("pg_name")), "description": g.get("pg_desc"), "size": g.get("pg_size"),
-             "ranks": g.get("ranks")} for g in config or [] if isinstance(g, dict) and "pg_name" in g]
+    return [{"name": str(g.get("pg_name")), "description": _text_or_none(g.get("pg_desc")),
+             "size": _int_or_none(g.get("pg_size")), "ranks": _ints_or_none(g.get("ranks"))}
+            for g in config or [] if isinstance(g, dict) and "pg_name" in g]
+
+
+# distributedInfo is the trace's own JSON: a value of another type than PyTorch writes is left out.
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _ints_or_none(value: Any) -> list[int] | None:
+    if not isinstance(value, list) or any(_int_or_none(v) is None for v in value):
+        return None
+    return value
 
 
 def merge_groups(per_worker: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:

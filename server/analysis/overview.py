@@ -110,10 +110,13 @@ def gpu_properties(prop: dict[str, Any] | None) -> dict[str, Any]:
     """A GPU's name, memory and compute capability from its deviceProperties entry."""
     if not prop:
         return {"name": None, "memory_bytes": None, "compute_capability": None}
-    major, minor = prop.get("computeMajor"), prop.get("computeMinor")
+    # The trace's own JSON: a value of another type than Kineto writes counts as absent.
+    name, memory = prop.get("name"), prop.get("totalGlobalMem")
+    major, minor = (v if isinstance(v, int) and not isinstance(v, bool) else None
+                    for v in (prop.get("computeMajor"), prop.get("computeMinor")))
     return {
-        "name": prop.get("name"),
-        "memory_bytes": prop.get("totalGlobalMem"),
+        "name": name if isinstance(name, str) else None,
+        "memory_bytes": memory if isinstance(memory, int) and not isinstance(memory, bool) else None,
         "compute_capability": f"{major}.{minor}" if major is not None and minor is not None else None,
     }
 

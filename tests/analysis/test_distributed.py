@@ -39,6 +39,27 @@ def test_identity_falls_back_to_worker_name_and_kernels():
     assert ident["assumed"] == ["rank from the worker name", "backend nccl from its kernels"]
 
 
+@pytest.mark.parametrize(("group", "expected"), [
+    ({"pg_name": "0", "pg_desc": "default_pg", "pg_size": 2, "ranks": [0, 1]},
+     {"name": "0", "description": "default_pg", "size": 2, "ranks": [0, 1]}),
+    ({"pg_name": 7, "pg_desc": ["x"], "pg_size": "2", "ranks": "all"},
+     {"name": "7", "description": None, "size": None, "ranks": None}),
+    ({"pg_name": "1", "pg_size": True, "ranks": [0, "1", None]},
+     {"name": "1", "description": None, "size": None, "ranks": None}),
+], ids=["as-pytorch-writes", "wrong-types", "bool-size-mixed-ranks"])
+def test_process_groups_keep_only_values_of_the_types_pytorch_writes(group, expected):
+    """distributedInfo is the trace's own JSON: a value of another type is null, so the typed
+    /api/distributed answer never fails on it."""
+    t = ddp_rank(0, world=2)
+    t.metadata["distributedInfo"]["pg_config"] = [group]
+    t2 = ddp_rank(1, world=2)
+    t2.devices[0]["name"] = 42  # deviceProperties too: a name that is not text is unknown
+    out = run({"worker0": t, "worker1": t2})
+    assert out["groups"] == [expected]
+    gpus = [g for node in out["topology"] for p in node["processes"] for g in p["gpus"]]
+    assert {g["device"]: g["name"] for g in gpus} == {0: "NVIDIA H100 80GB HBM3", 1: None}
+
+
 def test_settle_ranks_replaces_pids_and_duplicates_in_name_order():
     # host_pid names give pids (907, 908): out of range for 3 workers; "b" duplicates rank 0.
     idents = [
