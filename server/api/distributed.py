@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..analysis import distributed as distributed_analysis
 from ..analysis import stragglers as stragglers_analysis
@@ -14,16 +14,195 @@ from .deps import Memo, SpanSelection, get_memo, select_span
 from .views import View, about_of
 
 
+class RankIdentity(BaseModel):
+    """Who a worker is; `assumed` says what distributedInfo did not give."""
+
+    worker: str
+    rank: int
+    world_size: int
+    backend: str | None
+    assumed: list[str]
+
+
+class RankGpu(BaseModel):
+    device: int
+    name: str | None
+    memory_bytes: int | None
+    compute_capability: str | None
+
+
+class RankProcess(BaseModel):
+    rank: int
+    worker: str
+    process: str | None
+    gpus: list[RankGpu]
+    assumed: list[str]
+
+
+class TopologyNode(BaseModel):
+    node: str
+    processes: list[RankProcess]
+
+
+class ProcessGroup(BaseModel):
+    name: str
+    description: str | None
+    size: int | None
+    ranks: list[int] | None
+
+
+class OverlapTimes(BaseModel):
+    total_us: float | None
+    computation_us: float | None
+    overlapping_us: float | None
+    communication_us: float | None
+    other_us: float | None
+
+
+class OverlapStep(OverlapTimes):
+    step: str
+    start_us: float
+    end_us: float
+
+
+class RankOverlap(BaseModel):
+    rank: int
+    worker: str
+    steps: list[OverlapStep]
+    average: OverlapTimes
+
+
+class WaitTimes(BaseModel):
+    communication_us: float | None
+    transfer_us: float | None
+    wait_us: float | None
+    unattributed_us: float | None
+
+
+class WaitStep(WaitTimes):
+    step: str
+
+
+class RankWait(BaseModel):
+    rank: int
+    worker: str
+    steps: list[WaitStep]
+    average: WaitTimes
+
+
+class CommOp(BaseModel):
+    name: str
+    calls: int
+    total_bytes: int | None
+    avg_bytes: int | None
+    total_latency_us: float | None
+    avg_latency_us: float | None
+    total_transfer_us: float | None
+    avg_transfer_us: float | None
+    transfer_calls: int
+
+
+class RankCommOps(BaseModel):
+    rank: int
+    worker: str
+    rows: list[CommOp]
+
+
+class StragglerRank(BaseModel):
+    rank: int
+    worker: str
+    collectives: int
+    times_last: int
+    last_ratio: float | None
+    median_delay_us: float | None
+    mean_delay_us: float | None
+    max_delay_us: float | None
+    mean_step_us: float | None
+
+
+class Arrival(BaseModel):
+    """One rank at one collective: arrival from its step's start, its call on its own clock."""
+
+    rank: int
+    arrival_us: float | None
+    start_us: float | None
+    end_us: float | None
+    delay_us: float | None
+
+
+class Occurrence(BaseModel):
+    step: str
+    group: str
+    name: str
+    index: int
+    basis: Literal["gpu", "cpu"]
+    spread_us: float | None
+    last_ranks: list[int]
+    arrivals: list[Arrival]
+
+
+class UnalignedCalls(BaseModel):
+    rank: int
+    unaligned: int
+
+
+class RankCalls(BaseModel):
+    rank: int
+    calls: int
+
+
+class CountMismatch(BaseModel):
+    step: str
+    group: str
+    name: str
+    calls: list[RankCalls]
+
+
+class Unaligned(BaseModel):
+    calls: list[UnalignedCalls]
+    count_mismatches: list[CountMismatch]
+
+
+class Stragglers(BaseModel):
+    collectives: int
+    decided: int
+    basis: dict[Literal["gpu", "cpu"], int] = Field(description="Compared collectives timed by their kernels "
+                                                    "(gpu) or by host time (cpu)")
+    ranks: list[StragglerRank]
+    stragglers: list[StragglerRank]
+    occurrences: list[Occurrence]
+    unaligned: Unaligned
+
+
+class StepBreakdown(BaseModel):
+    total_us: float | None
+    kernel_us: float | None
+    memcpy_us: float | None
+    memset_us: float | None
+    communication_us: float | None
+    runtime_us: float | None
+    dataloader_us: float | None
+    cpu_exec_us: float | None
+    other_us: float | None
+
+
+class RankComparison(BaseModel):
+    rank: int
+    worker: str
+    steps: int
+    average: StepBreakdown
+
+
 class Distributed(BaseModel):
     span: str
-    ranks: list[dict[str, Any]]
-    topology: list[dict[str, Any]]
-    groups: list[dict[str, Any]]
-    overlap: list[dict[str, Any]]
-    wait: list[dict[str, Any]]
-    comm_ops: list[dict[str, Any]]
-    stragglers: dict[str, Any]
-    comparison: list[dict[str, Any]]
+    ranks: list[RankIdentity]
+    topology: list[TopologyNode]
+    groups: list[ProcessGroup]
+    overlap: list[RankOverlap]
+    wait: list[RankWait]
+    comm_ops: list[RankCommOps]
+    stragglers: Stragglers
+    comparison: list[RankComparison]
     warnings: list[str]
 
 

@@ -3,7 +3,7 @@ thread's operator tree); GET /api/optree, its older path, redirects there."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
@@ -17,16 +17,82 @@ from .trace import flows_of
 from .views import View, about_of, has_kind
 
 
+class ModuleRow(BaseModel):
+    """One nn.Module instance, by call path: its calls, operators and times (us), with its
+    children's ("total") and without them ("self"); backward times through fwdbwd flows."""
+
+    id: int
+    parent_id: int | None
+    name: str
+    occurrences: int
+    self_operators: int
+    operators: int
+    host_total_us: float
+    host_self_us: float
+    device_total_us: float
+    device_self_us: float
+    backward_host_total_us: float
+    backward_host_self_us: float
+    backward_device_total_us: float
+    backward_device_self_us: float
+    compiled_regions: int
+    avg_host_total_us: float
+    avg_device_total_us: float
+
+
+class Icicle(BaseModel):
+    """Plotly icicle columns, one entry per module in `modules` order; values are self times."""
+
+    branchvalues: Literal["remainder"]
+    ids: list[str]
+    labels: list[str]
+    parents: list[str]
+    host_us: list[float]
+    device_us: list[float]
+    backward_device_us: list[float]
+
+
+class BackwardAttribution(BaseModel):
+    """How much backward time the fwdbwd flows tied to a module."""
+
+    ranges: int
+    ranges_attributed: int
+    host_us: float
+    host_attributed_us: float
+    device_us: float
+    device_attributed_us: float
+    fwdbwd_flows: int
+
+
 class Modules(BaseModel):
-    modules: list[dict[str, Any]]
-    icicle: dict[str, Any]
-    backward: dict[str, Any] | None
+    modules: list[ModuleRow]
+    icicle: Icicle
+    backward: BackwardAttribution | None
     warnings: list[str]
 
 
+class TreeThread(BaseModel):
+    pid: str
+    tid: str
+
+
+class TreeNode(BaseModel):
+    """An operator, annotation or module of the main thread, same-named siblings merged."""
+
+    id: int
+    parent_id: int | None
+    name: str
+    calls: int
+    host_total_us: float
+    host_self_us: float
+    device_total_us: float
+    device_self_us: float
+    children: list[int]
+
+
 class OperatorTree(BaseModel):
-    thread: dict[str, str] | None
-    nodes: list[dict[str, Any]]
+    thread: TreeThread | None
+    nodes: list[TreeNode]
     truncated: bool
     warnings: list[str]
 

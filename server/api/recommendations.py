@@ -27,7 +27,7 @@ VIEW = View("recommendations", "Recommendations", router, every_trace,
             about_of(recommendations_analysis, *dict.fromkeys(sys.modules[rule.__module__] for rule in RULES)))
 
 
-@router.get("/api/recommendations", response_model=Recommendations)
+@router.get("/api/recommendations", response_model=Recommendations, response_model_exclude_unset=True)
 def get_recommendations(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)) -> dict[str, Any]:
     """Findings about this trace, most severe first, each with its numbers, thresholds and
     evidence (time ranges and event ids that open the Trace view on the place)."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from .. import snapshot as snapshot_package
 from ..logdir import Run, SnapshotFile
@@ -27,6 +27,42 @@ class SnapshotInfo(BaseModel):
     size_bytes: int
 
 
+class Oom(BaseModel):
+    device: int
+    index: int = Field(description="Trace entry index of the OOM event")
+    time_us: float | None
+    size_bytes: int | None = Field(description="The allocation that failed")
+    device_free_bytes: int | None = Field(description="What CUDA still had free")
+
+
+class Ooms(BaseModel):
+    count: int
+    events: list[Oom]
+
+
+class DeviceSummary(BaseModel):
+    """One device's totals over its final segments, and its recorded history."""
+
+    device: int
+    segments: int
+    segment_types: dict[str, int] = Field(description="Segments per allocator pool, e.g. large, small")
+    reserved_bytes: int
+    allocated_bytes: int
+    pending_free_bytes: int
+    active_bytes: int
+    inactive_bytes: int
+    requested_bytes: int
+    largest_inactive_block_bytes: int
+    fragmentation_ratio: float | None
+    trace_entries: int
+    actions: dict[str, int] = Field(description="History entries per action (alloc, free_requested, ...)")
+    first_time_us: float | None
+    last_time_us: float | None
+
+
+AllocatorSetting = str | int | float | bool | None
+
+
 class Summary(BaseModel):
     run: str
     file: str
@@ -43,10 +79,52 @@ class Summary(BaseModel):
     fragmentation_ratio: float | None
     trace_entries: int
     history: bool
-    ooms: dict[str, Any]
-    per_device: list[dict[str, Any]]
-    allocator_settings: dict[str, Any]
+    ooms: Ooms
+    per_device: list[DeviceSummary]
+    allocator_settings: dict[str, AllocatorSetting] = Field(
+        description="The allocator's settings as the snapshot records them (PYTORCH_CUDA_ALLOC_CONF and its parts)")
     warnings: list[str]
+
+
+class SnapshotFrame(BaseModel):
+    file: str | None
+    line: int | None
+    function: str
+
+
+class Site(BaseModel):
+    """An allocation site: the first frame in user code, else the aten operator, else none."""
+
+    site: str
+    file: str | None
+    line: int | None
+    function: str | None
+    op: str | None
+    frames: list[SnapshotFrame]
+
+
+class Band(BaseModel):
+    """One allocation drawn as its own band; `first`/`last` are positions in `x` where it is live."""
+
+    allocation: int
+    address: int
+    size_bytes: int
+    block_bytes: int
+    stream: int
+    first: int
+    last: int
+    start_index: int
+    end_index: int | None
+    start_time_us: float | None
+    end_time_us: float | None
+    alloc_recorded: bool
+    site: int = Field(description="Index into `sites`")
+
+
+class Peak(BaseModel):
+    index: int
+    bytes: int
+    time_us: float | None
 
 
 class Timeline(BaseModel):
@@ -57,32 +135,99 @@ class Timeline(BaseModel):
     time_us: list[float | None]
     total_bytes: list[int]
     other_bytes: list[int]
-    bands: list[dict[str, Any]]
-    sites: list[dict[str, Any]]
-    peak: dict[str, Any] | None
+    bands: list[Band]
+    sites: list[Site]
+    peak: Peak | None
     allocations: int
     other_allocations: int
     warnings: list[str]
+
+
+class Entry(BaseModel):
+    """The history entry the state is shown after."""
+
+    index: int
+    action: str
+    address: int
+    size_bytes: int
+    stream: int
+    time_us: float | None
+    device_free_bytes: int | None
+    site: int = Field(description="Index into `sites`")
+
+
+class StateTotals(BaseModel):
+    segments: int
+    reserved_bytes: int
+    allocated_bytes: int
+    pending_free_bytes: int
+    inactive_bytes: int
+    requested_bytes: int
+    active_bytes: int
+    largest_inactive_bytes: int
+    fragmentation_ratio: float | None
+
+
+class Block(BaseModel):
+    """A block of a segment; active blocks also have `requested_bytes`, `alloc_recorded` and `site`."""
+
+    address: int
+    size_bytes: int
+    state: Literal["active_allocated", "active_pending_free", "inactive"]
+    requested_bytes: int | None = None
+    alloc_recorded: bool | None = None
+    site: int | None = Field(None, description="Index into `sites`")
+
+
+class Segment(BaseModel):
+    address: int
+    total_bytes: int
+    stream: int
+    segment_type: str | None
+    is_expandable: bool
+    allocated_bytes: int
+    pending_free_bytes: int
+    inactive_bytes: int
+    requested_bytes: int
+    largest_inactive_bytes: int
+    fragmentation_ratio: float | None
+    blocks: list[Block] | None = Field(description="null for smaller segments past the block budget")
+
+
+class StateOom(BaseModel):
+    index: int
+    time_us: float | None
+    size_bytes: int
+    device_free_bytes: int | None
+    before: bool = Field(description="Whether it happened at or before this point")
 
 
 class State(BaseModel):
     device: int
     index: int
     entries: int
-    entry: dict[str, Any] | None
+    entry: Entry | None
     time_us: float | None
-    totals: dict[str, Any]
-    segments: list[dict[str, Any]]
-    sites: list[dict[str, Any]]
-    ooms: list[dict[str, Any]]
+    totals: StateTotals
+    segments: list[Segment]
+    sites: list[Site]
+    ooms: list[StateOom]
     approximate: bool
     warnings: list[str]
 
 
+class SiteRow(Site):
+    calls: int
+    total_bytes: int
+    max_bytes: int
+    live_bytes: int
+    peak_bytes: int
+
+
 class Sites(BaseModel):
     devices: list[int]
-    by: str
-    rows: list[dict[str, Any]]
+    by: Literal["total_bytes", "peak_bytes", "live_bytes", "calls"]
+    rows: list[SiteRow]
     allocations: int
     total_bytes: int
     warnings: list[str]
@@ -168,7 +313,7 @@ def get_snapshot_timeline(picked: Picked = Depends(select_snapshot), device: int
     return picked.call(Loaded.timeline, picked.device(device), max_allocations, max_points)
 
 
-@router.get("/api/snapshot/state", response_model=State)
+@router.get("/api/snapshot/state", response_model=State, response_model_exclude_unset=True)
 def get_snapshot_state(picked: Picked = Depends(select_snapshot), device: int | None = _DEVICE,
               at: int | None = Query(None, ge=-1, description="Trace entry index (-1: before the history; "
                                      "default: the snapshot's own final state)")) -> dict[str, Any]:

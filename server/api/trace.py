@@ -11,7 +11,7 @@ from urllib.parse import quote
 import numpy as np
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..analysis import flows, timeline
 from ..analysis.callstacks import parse_frame
@@ -121,7 +121,8 @@ class Event(BaseModel):
     start_us: float
     dur_us: float
     step: str | None
-    fields: dict[str, Any]
+    fields: dict[str, int | float | str] = Field(description="The event's recorded args (external_id, correlation, "
+                                                 "device, stream, grid, block, input_dims, ...), absent ones left out")
     frames: list[Frame]
     links: list[Link]
     warnings: list[str]
@@ -281,7 +282,8 @@ def get_counters(sel: Selection = Depends(select), memo: Memo = Depends(get_memo
 
 
 @router.get("/api/trace/raw", response_class=StreamingResponse,
-            responses={200: {"content": {"application/octet-stream": {}}}})
+            responses={200: {"description": "The trace file as recorded (JSON, or gzip for .json.gz)",
+                             "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}})
 def get_raw(sel: Selection = Depends(select)) -> StreamingResponse:
     """The original trace file, as a download."""
     loaded = sel.state.file
