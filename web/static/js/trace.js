@@ -13,7 +13,7 @@
  * @module trace
  */
 
-import { ApiError, apiUrl, getJSON, isAbort } from "./lib/api.js";
+import { ApiError, apiUrl, deferred, getJSON, isAbort } from "./lib/api.js";
 import { byTestId, clear, el, showWarnings } from "./lib/dom.js";
 import { formatOffset, formatUs } from "./lib/format.js";
 import { counterTracks } from "./lib/counters.js";
@@ -202,7 +202,8 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
     /** @type {[number, number]|null} */ range: null,
   };
   /** @type {Record<string, AbortController|null>} */ const inflight = { window: null, event: null };
-  const timers = { fetch: 0, busy: 0 };
+  const timers = { busy: 0 };
+  const later = deferred();
   let frame = 0;
   const dirty = { all: false, overlay: false };
 
@@ -220,6 +221,7 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
     signal.addEventListener("abort", () => {
       for (const key of Object.keys(inflight)) abort(key);
       for (const t of Object.values(timers)) window.clearTimeout(t);
+      later.cancel();
       window.cancelAnimationFrame(frame);
       observer.disconnect();
     });
@@ -296,8 +298,7 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
     st.view = next;
     hideTooltip();
     requestDraw();
-    window.clearTimeout(timers.fetch);
-    timers.fetch = window.setTimeout(() => {
+    later.set(() => {
       const full = sameWindow(st.view, bounds, st.size.width);
       updateQuery({ start_us: full ? null : timeParam(st.view.start_us), end_us: full ? null : timeParam(st.view.end_us) });
       loadWindow();
@@ -578,8 +579,7 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
     const widthChanged = measure();
     requestDraw();
     if (widthChanged) {
-      window.clearTimeout(timers.fetch);
-      timers.fetch = window.setTimeout(() => {
+      later.set(() => {
         loadWindow();
         counters.load();
       }, FETCH_DELAY_MS);

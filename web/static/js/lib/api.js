@@ -3,8 +3,22 @@
  *
  * Every non-2xx answer carries `{"error": {"code", "message"}}`; it becomes an {@link ApiError}
  * so that views and the shell can show the server's own message.
+ *
+ * `<html data-pending>` counts the API requests in flight and those put off until input pauses
+ * ({@link deferred}): at "0" no answer is awaited and none is about to be asked for, so tests and
+ * tools wait for it instead of guessing a delay.
  * @module lib/api
  */
+
+let pending = 0;
+
+/** @param {number} delta */
+function countPending(delta) {
+  pending += delta;
+  document.documentElement.dataset.pending = String(pending);
+}
+
+countPending(0); // "0" from the start, before the first request
 
 /** An API failure with the server's error code and message. */
 export class ApiError extends Error {
@@ -44,6 +58,21 @@ export function apiUrl(path, params = {}) {
  * @returns {Promise<any>}
  */
 export async function getJSON(path, params = {}, signal = undefined) {
+  countPending(1);
+  try {
+    return await fetchJSON(path, params, signal);
+  } finally {
+    countPending(-1);
+  }
+}
+
+/**
+ * @param {string} path
+ * @param {Record<string, string|number|null|undefined>} params
+ * @param {AbortSignal|undefined} signal
+ * @returns {Promise<any>}
+ */
+async function fetchJSON(path, params, signal) {
   let response;
   try {
     response = await fetch(apiUrl(path, params), { signal, headers: { Accept: "application/json" } });
@@ -68,6 +97,34 @@ export async function getJSON(path, params = {}, signal = undefined) {
   }
   if (body === null) throw new ApiError(response.status, "bad_response", "The server sent a response that is not JSON.");
   return body;
+}
+
+/**
+ * A request put off until input pauses (zooming, typing): `set(send, ms)` replaces the one
+ * waiting, `cancel()` drops it. While it waits it counts as pending.
+ * @returns {{set: (send: () => void, ms: number) => void, cancel: () => void}}
+ */
+export function deferred() {
+  /** @type {number|undefined} */ let timer;
+  const cancel = () => {
+    if (timer === undefined) return;
+    window.clearTimeout(timer);
+    timer = undefined;
+    countPending(-1);
+  };
+  const set = (/** @type {() => void} */ send, /** @type {number} */ ms) => {
+    cancel();
+    countPending(1);
+    timer = window.setTimeout(() => {
+      timer = undefined;
+      try {
+        send();
+      } finally {
+        countPending(-1);
+      }
+    }, ms);
+  };
+  return { set, cancel };
 }
 
 /**

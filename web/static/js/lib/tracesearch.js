@@ -5,7 +5,7 @@
  * @module lib/tracesearch
  */
 
-import { isAbort } from "./api.js";
+import { deferred, isAbort } from "./api.js";
 import { formatCount } from "./format.js";
 import { updateQuery } from "./url.js";
 
@@ -47,7 +47,7 @@ export function searchCountText(index, total, listed) {
 export function searchBox(ui, { search, go, selected, changed, signal }) {
   let state = { q: "", regex: false, /** @type {Match[]} */ matches: [], total: 0, index: -1, ids: new Set() };
   /** @type {AbortController|null} */ let inflight = null;
-  let timer = 0;
+  const later = deferred();
   const listen = { signal };
 
   /** @param {string|{text: string, title: string}} [what] @param {string} [tone] */
@@ -69,7 +69,7 @@ export function searchBox(ui, { search, go, selected, changed, signal }) {
 
   /** @param {{step?: number}} [options] step to a match once the answer is in (1: next, -1: previous) */
   async function run({ step = 0 } = {}) {
-    window.clearTimeout(timer);
+    later.cancel();
     const q = ui.input.value.trim();
     const regex = ui.regex.checked;
     updateQuery({ q: q || null, regex: regex ? "1" : null });
@@ -118,8 +118,7 @@ export function searchBox(ui, { search, go, selected, changed, signal }) {
   }
 
   ui.input.addEventListener("input", () => {
-    window.clearTimeout(timer);
-    timer = window.setTimeout(() => run(), SEARCH_DELAY_MS);
+    later.set(() => run(), SEARCH_DELAY_MS);
   }, listen);
   ui.input.addEventListener("keydown", (event) => {
     if (event.key === "Enter") {
@@ -132,7 +131,7 @@ export function searchBox(ui, { search, go, selected, changed, signal }) {
   ui.prev.addEventListener("click", () => stepBy(-1), listen);
   if (signal) {
     signal.addEventListener("abort", () => {
-      window.clearTimeout(timer);
+      later.cancel();
       if (inflight) inflight.abort();
     });
   }
