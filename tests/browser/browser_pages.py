@@ -1,6 +1,8 @@
 """Page helpers for the browser tests: the shell (left panel, messages) and one helper per view.
 
 Elements are found by `data-view` and `data-testid` only, never by CSS classes or text layout.
+Waits after an action rest on the page's own count of requests in flight or put off
+(`<html data-pending>`, kept by lib/api.js), never on a guessed delay.
 """
 
 from __future__ import annotations
@@ -10,10 +12,38 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 
 def css_testid(name: str) -> str:
     return f'[data-testid="{name}"]'
+
+
+NEXT_FRAMES = "() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)))"
+# The shell shows the view's root and marks it busy until the view's mount() has drawn it.
+MOUNTED = """(view) => {
+    const root = document.querySelector(`[data-view="${view}"]`);
+    return document.documentElement.dataset.pending === "0" && root !== null && !root.hidden
+        && root.getAttribute("aria-busy") !== "true";
+}"""
+
+
+def wait_requests_done(page: Page) -> None:
+    """Waits until the page has no request in flight or put off, then for what it draws on the next frame."""
+    page.wait_for_function("document.documentElement.dataset.pending === '0'")
+    page.evaluate(NEXT_FRAMES)
+
+
+def module_runner(page: Page, modules: dict[str, str], arg: str = "ARG"):
+    """`run(expression, value=None)` evaluates `expression` on `page` with each of `modules` (name ->
+    path under /static/js) imported under its name, and `value` passed in as `arg`. The page's body
+    is emptied first: each test starts on a blank document."""
+    page.evaluate("document.body.replaceChildren()")
+    imports = "\n".join(f'const {name} = await import("/static/js/{path}");' for name, path in modules.items())
+
+    def run(expression: str, value=None):
+        return page.evaluate(f"async ({arg}) => {{ {imports}\n return ({expression}); }}", value)
+    return run
 
 
 class ShellPage:
@@ -60,6 +90,18 @@ class ShellPage:
     def about(self) -> Locator:
         return self.page.locator(css_testid("about"))
 
+    def wait_idle(self) -> None:
+        wait_requests_done(self.page)
+
+    def wait_mounted(self) -> None:
+        """Waits, checking every frame, until the view is mounted and no request is pending. A view's
+        wait_drawn starts with it: expect() checks only every half second after its first tries, so
+        its expectations then hold at the first check instead of up to 0.5 s after the fact."""
+        try:
+            self.page.wait_for_function(MOUNTED, arg=self.view, timeout=10_000)
+        except PlaywrightTimeoutError:
+            pass  # the expectations that follow say what is missing
+
     def screenshot(self, directory: Path, name: str, full: bool = False) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{name}.png"
@@ -67,8 +109,9 @@ class ShellPage:
             # The main area scrolls inside the window; a tall viewport shows the whole view.
             height = self.page.evaluate("document.querySelector('main').scrollHeight") + 60
             self.page.set_viewport_size({"width": self.page.viewport_size["width"], "height": max(800, height)})
-        self.page.wait_for_timeout(250)  # let the busy fade (0.15 s) finish
-        self.page.screenshot(path=str(path))
+        self.wait_idle()
+        # Transitions (the busy fade) are finished, not caught halfway.
+        self.page.screenshot(path=str(path), animations="disabled")
         return path
 
 
@@ -77,6 +120,7 @@ class OverviewPage(ShellPage):
 
     def wait_drawn(self) -> "OverviewPage":
         """Waits until both charts hold Plotly SVG and the view is no longer busy."""
+        self.wait_mounted()
         expect(self.part("step-chart").locator(".main-svg").first).to_be_attached()
         expect(self.part("breakdown-pie").locator(".main-svg").first).to_be_attached()
         expect(self.root()).not_to_have_attribute("aria-busy", "true")
@@ -89,6 +133,10 @@ class OverviewPage(ShellPage):
         """The first column of the per-step table's body (step ids)."""
         return self.part("step-table").locator("tbody tr td:first-child").all_inner_texts()
 
+    def table_totals(self) -> list[str]:
+        """The second column of the per-step table's body (total step times)."""
+        return self.part("step-table").locator("tbody tr td:nth-child(2)").all_inner_texts()
+
 
 class TableViewPage(ShellPage):
     """A view of controls (group by, top N, search), pies and one paginated table: operator, kernel."""
@@ -98,6 +146,7 @@ class TableViewPage(ShellPage):
 
     def wait_drawn(self) -> "TableViewPage":
         """Waits until every pie holds a chart (or its empty note), the table is there and the view is idle."""
+        self.wait_mounted()
         expect(self.root()).to_be_visible()
         for pie in self.pies:
             expect(self.part(pie).locator(".main-svg, p").first).to_be_attached()
@@ -194,6 +243,7 @@ class TracePage(ShellPage):
 
     def wait_drawn(self) -> "TracePage":
         """Waits until a window answer is drawn, the view is idle and no window request is pending."""
+        self.wait_mounted()
         expect(self.root()).to_be_visible()
         expect(self.canvas()).to_have_attribute("data-windows", re.compile(r"^[1-9]\d*$"))
         expect(self.root()).not_to_have_attribute("aria-busy", "true")
@@ -201,10 +251,9 @@ class TracePage(ShellPage):
         return self
 
     def wait_idle(self) -> None:
-        """Waits for the debounced window request to be sent and answered, and the frame drawn."""
-        self.page.wait_for_timeout(150)
+        """Waits for the window request an action put off to be sent and answered, and the frame drawn."""
+        wait_requests_done(self.page)
         expect(self.part("timeline")).not_to_have_attribute("data-loading", "true")
-        self.page.evaluate("() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)))")
 
     def data(self, name: str) -> str | None:
         return self.canvas().get_attribute(f"data-{name}")
@@ -260,7 +309,7 @@ class TracePage(ShellPage):
         y += self.LANE_PAD_PX + row * self.ROW_PX + self.ROW_PX / 2
         body = self.part("timeline-body")
         body.evaluate(f"(b) => {{ b.scrollTop = Math.max(0, {y} - b.clientHeight / 2); }}")
-        self.page.wait_for_timeout(50)
+        self.page.evaluate(NEXT_FRAMES)  # the scroll's redraw
         scroll = body.evaluate("(b) => b.scrollTop")
         box = self.part("trace-stage").bounding_box()
         start, end = self.window()

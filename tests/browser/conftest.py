@@ -1,96 +1,41 @@
-"""Browser-test fixtures: a real `profboard` server on a temporary logdir, and Debian's Chromium.
-
-The logdir links the files of fixture runs from `<repo>/../shared/fixtures` (skipped when
-absent) and of runs the repository holds (tests/data), a CUDA allocator snapshot beside one of
-them and in a run of its own, and a run whose only trace is truncated JSON, so that error
-display is exercised next to working runs.
-Playwright drives `/usr/bin/chromium`; it never downloads a browser.
+"""Browser-test fixtures: a real `profboard` server on a logdir of the repository's own data
+(runs.py says what it holds), a static server for the web app's modules alone, and Debian's
+Chromium. Playwright drives `/usr/bin/chromium`; it never downloads a browser.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from serving import serving
+from runs import build_logdir
+from serving import serving, serving_static
 
-REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO.parent / "shared" / "fixtures"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run"]
 SHOTS = Path(os.environ.get("PROFBOARD_SHOTS", "/tmp/profboard-shots"))
-
-# run name in the temporary logdir -> folder under FIXTURES
-LINKED_RUNS = {
-    "resnet50_fp32": "h100/resnet50_fp32",
-    "resnet50_num_workers_0": "kineto_samples/resnet50_num_workers_0",
-    "compile_graph_breaks": "h100/compile_graph_breaks",
-    "compile_resnet18": "h100/compile_resnet18",
-    "ddp_resnet50": "h200x4/ddp_resnet50",
-}
-# run name in the temporary logdir -> folder under the repository (traces the project recorded itself)
-REPO_RUNS = {
-    "compile_first_call": "tests/data/h200/compile_first_call",
-    "ddp_straggler_rank1": "tests/data/h200x2/ddp_straggler_rank1",
-    "fsdp": "tests/data/h200x2/fsdp",
-}
-# run name -> snapshot under FIXTURES linked into it (a run of its own when not in LINKED_RUNS)
-SNAPSHOTS = {
-    "resnet50_fp32": "snapshots/resnet18_snapshot.pickle",
-    "snapshot_only": "snapshots/resnet18_snapshot.pickle",
-}
-# run name -> file name of a pickle that names os.system (written by the fixture): the server must
-# refuse it and the Memory Snapshot view show why
-REFUSED_SNAPSHOTS = {
-    "snapshot_refused": "refused_snapshot.pickle",
-}
-# Protocol 0: GLOBAL os.system, MARK, the string 'true', TUPLE, REDUCE, STOP: a naive load runs `true`.
-REFUSED_PICKLE = b"cos\nsystem\n(S'true'\ntR."
-BROKEN_RUN = "broken_trace"
 READY_TIMEOUT_S = 120
 
 
-def _get_json(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.load(response)
-
-
 @pytest.fixture(scope="session")
-def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    missing = [rel for rel in (*LINKED_RUNS.values(), *SNAPSHOTS.values()) if not (FIXTURES / rel).exists()]
-    if missing:
-        pytest.skip(f"fixtures not found under {FIXTURES}: {', '.join(missing)}")
-    root = tmp_path_factory.mktemp("logdir")
-    linked = {**{n: FIXTURES / rel for n, rel in LINKED_RUNS.items()}, **{n: REPO / rel for n, rel in REPO_RUNS.items()}}
-    for name, folder in linked.items():
-        (root / name).mkdir()
-        for trace in folder.iterdir():
-            (root / name / trace.name).symlink_to(trace)
-    for name, rel in SNAPSHOTS.items():
-        (root / name).mkdir(exist_ok=True)
-        (root / name / Path(rel).name).symlink_to(FIXTURES / rel)
-    for name, file_name in REFUSED_SNAPSHOTS.items():
-        (root / name).mkdir(exist_ok=True)
-        (root / name / file_name).write_bytes(REFUSED_PICKLE)
-    broken = root / BROKEN_RUN
-    broken.mkdir()
-    # A job killed mid-write: the JSON stops inside the first event.
-    (broken / "worker0.1700000000000.pt.trace.json").write_text('{"traceEvents": [{"ph": "X", "name": "a')
-    return root
-
-
-@pytest.fixture(scope="session")
-def server(logdir: Path, tmp_path_factory: pytest.TempPathFactory):
-    """Base URL of a running `profboard` serving `logdir`, once every run is ready or failed."""
+def server(tmp_path_factory: pytest.TempPathFactory):
+    """Base URL of a running `profboard` serving the test logdir, once every run is ready or failed."""
+    logdir = tmp_path_factory.mktemp("logdir")
+    names = build_logdir(logdir)
     log_path = tmp_path_factory.mktemp("server") / "profboard.log"
-    expected = set(LINKED_RUNS) | set(REPO_RUNS) | set(SNAPSHOTS) | {BROKEN_RUN}
-    with serving(logdir, tmp_path_factory.mktemp("cache"), log_path, expected, READY_TIMEOUT_S) as base:
+    with serving(logdir, tmp_path_factory.mktemp("cache"), log_path, names, READY_TIMEOUT_S) as base:
+        yield base
+
+
+@pytest.fixture(scope="session")
+def static_site():
+    """Base URL of a static server of web/static, with a blank page at every other path."""
+    with serving_static() as base:
         yield base
 
 
@@ -104,24 +49,30 @@ def shots() -> Path:
 @pytest.fixture(scope="session")
 def api(server: str):
     """GET a JSON path of the server: `api("/api/overview?run=...")`."""
-    return lambda path: _get_json(server + path)
+    def get(path: str) -> dict:
+        with urllib.request.urlopen(server + path, timeout=10) as response:
+            return json.load(response)
+    return get
 
 
 @pytest.fixture(scope="session")
-def browser():
+def context(tmp_path_factory: pytest.TempPathFactory):
+    """One Chromium profile for the session, kept on disk: its HTTP cache holds V8's compiled code
+    of plotly.min.js, so a page is ready in about a third of the time a fresh context takes."""
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} not found; install Debian's chromium (apt-get install -y chromium)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')")
     with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+        context = playwright.chromium.launch_persistent_context(
+            tmp_path_factory.mktemp("chromium"), executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
+            viewport={"width": 1280, "height": 800})
+        yield context
+        context.close()
 
 
 @pytest.fixture
-def page(browser, request):
-    """A fresh 1280x800 page whose console errors and uncaught exceptions are collected in `page.errors`."""
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
+def page(context, request):
+    """A new 1280x800 page whose console errors and uncaught exceptions are collected in `page.errors`."""
     page = context.new_page()
     page.set_default_timeout(15000)
     errors: list[str] = []
@@ -132,7 +83,18 @@ def page(browser, request):
     if request.node.rep_call.failed if hasattr(request.node, "rep_call") else False:
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / f"FAILED-{request.node.name}.png"))
-    context.close()
+    page.close()
+    context.clear_permissions()  # a test may have granted the clipboard
+
+
+@pytest.fixture(scope="module")
+def blank_page(context, static_site):
+    """A page on the static server's blank document, shared by a module's tests of pure functions."""
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    page.goto(static_site + "/")
+    yield page
+    page.close()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

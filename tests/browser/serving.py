@@ -1,14 +1,18 @@
-"""A real `profboard` server on a logdir for the browser tests, until every run is loaded."""
+"""Servers for the browser tests: a real `profboard` on a logdir, until every run is loaded; and
+a static one for the web app's modules alone."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -49,3 +53,38 @@ def serving(logdir: Path, cache_dir: Path, log_path: Path, expected: Iterable[st
         yield base
     finally:
         stop_process(process)
+
+
+BLANK_PAGE = b"<!doctype html><html><head><title>profboard modules</title></head><body></body></html>"
+
+
+class _StaticHandler(SimpleHTTPRequestHandler):
+    """Files under /static; a blank page anywhere else, from which the modules are imported."""
+
+    def do_GET(self) -> None:
+        if self.path.startswith("/static/"):
+            super().do_GET()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(BLANK_PAGE)))
+        self.end_headers()
+        self.wfile.write(BLANK_PAGE)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextmanager
+def serving_static() -> Iterator[str]:
+    """Serves web/static as /static on a free 127.0.0.1 port (no logdir, nothing to load); yields
+    its base URL."""
+    handler = partial(_StaticHandler, directory=str(REPO / "web"))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

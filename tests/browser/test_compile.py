@@ -12,13 +12,15 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from playwright.sync_api import Locator, expect
 
-from browser_pages import OverviewPage, ShellPage, TracePage, css_testid
+from browser_pages import OverviewPage, ShellPage, TracePage, css_testid, module_runner
+from formats import fmt_count, fmt_ratio
+from runs import FIRST_CALL, GRAPH_BREAKS, RESNET
 
 pytestmark = pytest.mark.browser
 
-BREAKS_SEL = "run=compile_graph_breaks&worker=h100_worker0&span=1"
-FIRST_CALL_SEL = "run=compile_first_call&worker=h200_worker0&span=1"
-EAGER_RUN = "resnet50_fp32"
+BREAKS_SEL = GRAPH_BREAKS.sel()
+FIRST_CALL_SEL = FIRST_CALL.sel()
+EAGER_RUN = RESNET.name
 
 
 class CompilePage(ShellPage):
@@ -26,6 +28,7 @@ class CompilePage(ShellPage):
 
     def wait_drawn(self) -> "CompilePage":
         """Waits until the cards and both always-present charts are drawn and the view is idle."""
+        self.wait_mounted()
         expect(self.root()).to_be_visible()
         expect(self.part("cards").locator(".cmp-stat").first).to_be_attached()
         expect(self.part("kernel-mix-chart").locator(".main-svg, p").first).to_be_attached()
@@ -48,16 +51,6 @@ def query_of(href: str) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(urlparse(href).query).items()}
 
 
-def fmt_count(n: float) -> str:
-    """format.js's formatCount."""
-    return f"{round(n):,}"
-
-
-def fmt_ratio(ratio: float) -> str:
-    """format.js's formatRatio."""
-    return f"{ratio * 100:.2f} %"
-
-
 @pytest.fixture
 def compiled(page, server) -> CompilePage:
     return CompilePage(page, server)
@@ -66,7 +59,7 @@ def compiled(page, server) -> CompilePage:
 def test_compile_headline_and_breaks_match_the_api(compiled, api, shots):
     data = api(f"/api/compile?{BREAKS_SEL}")
     summary = data["regions"]["summary"]
-    assert summary["graph_breaks_per_call"] == 3, "the fixture breaks each forward 3 times"
+    assert summary["graph_breaks_per_call"] == 3, "the model breaks each forward 3 times"
     compiled.open(BREAKS_SEL).wait_drawn()
 
     expect(compiled.card_value("graph-breaks")).to_have_text("3")
@@ -106,7 +99,7 @@ def test_compile_headline_and_breaks_match_the_api(compiled, api, shots):
     expect(finding).to_have_count(1)
     href = finding.locator(css_testid("finding-link")).get_attribute("href")
     assert urlparse(href).path == "/recommendations"
-    assert query_of(href) == {"run": "compile_graph_breaks", "worker": "h100_worker0", "span": "1"}
+    assert query_of(href) == {"run": GRAPH_BREAKS.name, "worker": GRAPH_BREAKS.worker, "span": "1"}
 
     compiled.screenshot(shots, "compile_graph_breaks", full=True)
     assert compiled.page.errors == []
@@ -130,7 +123,7 @@ def test_compile_kernel_mix_aten_and_launch_tables(compiled, api):
     assert rows.locator("td:nth-child(2)").all_inner_texts() == [launch["name"] for launch in launches]
 
     aten = data["aten"]["rows"]
-    assert aten, "the fixture's graphs call aten::mm"
+    assert aten, "the compiled graphs call aten::mm"
     rows = compiled.part("aten-table").locator("tbody tr")
     expect(rows).to_have_count(len(aten))
     assert rows.locator("td:first-child").all_inner_texts() == [r["name"] for r in aten]
@@ -202,25 +195,23 @@ def test_compile_first_call_phase_chart_matches_the_api(compiled, api, shots):
 def test_compile_view_only_for_runs_with_compiled_code(compiled, api):
     runs = {r["name"]: r for r in api("/api/runs")["runs"]}
     assert "compile" not in runs[EAGER_RUN]["views"]
-    assert "compile" in runs["compile_graph_breaks"]["views"]
+    assert "compile" in runs[GRAPH_BREAKS.name]["views"]
     overview = OverviewPage(compiled.page, compiled.base)
     overview.open(f"run={EAGER_RUN}").wait_drawn()
     options = overview.select("view").locator("option")
     expect(options.filter(has_text="Kernel")).to_have_count(1)
     assert "compile" not in [options.nth(i).get_attribute("value") for i in range(options.count())]
-    overview.choose("run", "compile_graph_breaks")
+    overview.choose("run", GRAPH_BREAKS.name)
     expect(overview.select("view").locator('option[value="compile"]')).to_have_text("torch.compile")
     overview.choose("view", "compile")
     compiled.wait_drawn()
-    assert compiled.query()["run"] == "compile_graph_breaks"
+    assert compiled.query()["run"] == GRAPH_BREAKS.name
     assert compiled.page.errors == []
 
 
-def test_compile_shaping_helpers(compiled):
+def test_compile_shaping_helpers(blank_page):
     """lib/compileview.js on hand-made inputs: break wording, pairing, totals, empty passes left out."""
-    compiled.page.goto(f"{compiled.base}/static/css/profboard.css")
-    out = compiled.page.evaluate("""async () => {
-        const cv = await import("/static/js/lib/compileview.js");
+    out = module_runner(blank_page, {"cv": "lib/compileview.js"})("""(() => {
         const loc = { region: "3/0", parent_region: "2/0", frame: null };
         const steps = [
             { step: "1", total_us: 100, compiled_us: 60, calls: 1, regions: 2, graph_breaks: 1, max_depth: 2 },
@@ -239,7 +230,7 @@ def test_compile_shaping_helpers(compiled):
             perStep: cv.perStepText({ launches_per_step: 2, kernels_per_step: 1 }),
             noSteps: cv.perStepText({ launches_per_step: null, kernels_per_step: null }),
         };
-    }""")
+    })()""")
     assert out["where"] == "region 3/0 inside region 2/0"
     assert out["frame"] == "model.py(12): forward"
     assert out["pairing"].endswith("2 pairs joined by forward → backward flows, 1 unpaired.")

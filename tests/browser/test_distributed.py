@@ -1,8 +1,8 @@
 """The Distributed view in Chromium: the straggler headline names rank 1 on the run where rank 1
-was made slow (ddp_straggler_rank1) and on the 4-rank DDP run, the per-rank charts carry the API's
-numbers and follow the step picker, the ops table follows the rank picker, the topology lists every
-GPU, FSDP's unequal call counts are noted, the shell's worker select is off on this view only, and a
-one-worker run does not offer the view."""
+was made slow (ddp_straggler_rank1, and the 4-rank DDP fixture where present), the per-rank charts
+carry the API's numbers and follow the step picker, the ops table follows the rank picker, the
+topology lists every GPU, FSDP's unequal call counts are noted, the shell's worker select is off on
+this view only, and a one-worker run does not offer the view."""
 
 from __future__ import annotations
 
@@ -14,13 +14,15 @@ import pytest
 from playwright.sync_api import Locator, expect
 
 from browser_pages import OverviewPage, ShellPage, css_testid
+from runs import DDP4, FSDP, RESNET, STRAGGLER, Run, each
 
 pytestmark = pytest.mark.browser
 
-STRAGGLER_RUN = "ddp_straggler_rank1"
-DDP_RUN = "ddp_resnet50"
-FSDP_RUN = "fsdp"
-ONE_WORKER_RUN = "resnet50_fp32"
+STRAGGLER_RUN = STRAGGLER.name
+FSDP_RUN = FSDP.name
+ONE_WORKER_RUN = RESNET.name
+# Runs of several ranks, each checked the same way: 2 ranks here, 4 in the shared fixture
+RANKED_RUNS = each(STRAGGLER, DDP4)
 OVERLAP_KEYS = ["computation_us", "overlapping_us", "communication_us", "other_us"]
 WAIT_KEYS = ["transfer_us", "wait_us", "unattributed_us"]
 
@@ -30,6 +32,7 @@ class DistributedPage(ShellPage):
 
     def wait_drawn(self) -> "DistributedPage":
         """Waits until the headline is written, every chart holds Plotly SVG (or its empty note) and the view is idle."""
+        self.wait_mounted()
         expect(self.root()).to_be_visible()
         expect(self.part("straggler-headline")).not_to_be_empty()
         for chart in ("delay-chart", "overlap-chart", "wait-chart", "comparison-chart"):
@@ -60,8 +63,8 @@ class DistributedPage(ShellPage):
         return node.locator(f"tbody tr td:nth-child({index})").all_inner_texts()
 
 
-def sel(run: str) -> str:
-    return f"run={run}&span=1"
+def sel(run: Run) -> str:
+    return f"run={run.name}&span=1"
 
 
 def fmt_us(us: float) -> str:
@@ -80,16 +83,25 @@ def values_at(entry: dict, step: str | None) -> dict:
     return entry["average"] if step is None else next(s for s in entry["steps"] if s["step"] == step)
 
 
+def workers_of(api, run: Run) -> list[str]:
+    return next(r for r in api("/api/runs")["runs"] if r["name"] == run.name)["workers"]
+
+
+def counted(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 @pytest.fixture
 def dist(page, server) -> DistributedPage:
     return DistributedPage(page, server)
 
 
-@pytest.mark.parametrize("run, worker", [(STRAGGLER_RUN, "vm_682"), (DDP_RUN, "vm_908")])
-def test_distributed_headline_names_rank_1(dist, api, shots, run, worker):
+@pytest.mark.parametrize("run", RANKED_RUNS)
+def test_distributed_headline_names_rank_1(dist, api, shots, run):
     data = api(f"/api/distributed?{sel(run)}")
     s = data["stragglers"]
-    assert [r["rank"] for r in s["stragglers"]] == [1], "the fixture's straggler is rank 1"
+    assert [r["rank"] for r in s["stragglers"]] == [1], "the run's straggler is rank 1"
+    worker = next(r["worker"] for r in data["ranks"] if r["rank"] == 1)
     straggler = s["stragglers"][0]
     dist.open(sel(run)).wait_drawn()
 
@@ -121,22 +133,23 @@ def test_distributed_headline_names_rank_1(dist, api, shots, run, worker):
     last_worker = next(r["worker"] for r in data["ranks"] if r["rank"] == occurrences[0]["last_ranks"][0])
     query = {k: v[0] for k, v in parse_qs(urlparse(href).query).items()}
     assert urlparse(href).path == "/trace"
-    assert (query["run"], query["worker"], query["span"]) == (run, last_worker, "1")
+    assert (query["run"], query["worker"], query["span"]) == (run.name, last_worker, "1")
     arrival = next(a for a in occurrences[0]["arrivals"] if a["rank"] == occurrences[0]["last_ranks"][0])
     # The window holds the late call and, before it, the time the others waited.
     assert float(query["start_us"]) <= arrival["start_us"] - occurrences[0]["spread_us"]
     assert arrival["end_us"] < float(query["end_us"]) < arrival["end_us"] + occurrences[0]["spread_us"]
 
     expect(dist.part("unaligned-note")).to_be_hidden()
-    dist.screenshot(shots, f"distributed_{run}", full=True)
+    dist.screenshot(shots, f"distributed_{run.name}", full=True)
     assert dist.page.errors == []
 
 
-def test_distributed_rank_charts_match_the_api_and_follow_the_step_picker(dist, api):
-    data = api(f"/api/distributed?{sel(DDP_RUN)}")
-    dist.open(sel(DDP_RUN)).wait_drawn()
+@pytest.mark.parametrize("run", RANKED_RUNS)
+def test_distributed_rank_charts_match_the_api_and_follow_the_step_picker(dist, api, run):
+    data = api(f"/api/distributed?{sel(run)}")
+    dist.open(sel(run)).wait_drawn()
     ranks = [f"Rank {r['rank']}" for r in data["overlap"]]
-    assert len(ranks) == 4
+    assert len(ranks) == len(workers_of(api, run))
 
     def check(step: str | None) -> None:
         overlap = dist.chart_data("overlap-chart")
@@ -179,10 +192,12 @@ def test_distributed_rank_charts_match_the_api_and_follow_the_step_picker(dist, 
     assert dist.page.errors == []
 
 
-def test_distributed_comm_ops_follow_the_rank_picker(dist, api):
-    data = api(f"/api/distributed?{sel(DDP_RUN)}")
-    dist.open(sel(DDP_RUN)).wait_drawn()
+@pytest.mark.parametrize("run", RANKED_RUNS)
+def test_distributed_comm_ops_follow_the_rank_picker(dist, api, run):
+    data = api(f"/api/distributed?{sel(run)}")
+    dist.open(sel(run)).wait_drawn()
     expect(dist.rank_picker()).to_have_value("0")
+    last = str(len(data["ranks"]) - 1)
 
     def calls_of(rank: int) -> dict[str, str]:
         rows = next(e["rows"] for e in data["comm_ops"] if e["rank"] == rank)
@@ -193,43 +208,50 @@ def test_distributed_comm_ops_follow_the_rank_picker(dist, api):
 
     assert shown() == calls_of(0)
     assert dist.column("comm-ops", "Total latency")[0] != ""
-    dist.rank_picker().select_option("2")
-    expect(dist.part("comm-ops")).to_have_attribute("data-rank", "2")
-    assert shown() == calls_of(2)
-    assert dist.query()["rank"] == "2"
+    dist.rank_picker().select_option(last)
+    expect(dist.part("comm-ops")).to_have_attribute("data-rank", last)
+    assert shown() == calls_of(int(last))
+    assert dist.query()["rank"] == last
     dist.page.reload()
     dist.wait_drawn()
-    expect(dist.rank_picker()).to_have_value("2")
+    expect(dist.rank_picker()).to_have_value(last)
     assert dist.page.errors == []
 
 
-def test_distributed_topology_lists_every_gpu(dist, api):
-    data = api(f"/api/distributed?{sel(DDP_RUN)}")
-    dist.open(sel(DDP_RUN)).wait_drawn()
+@pytest.mark.parametrize("run", RANKED_RUNS)
+def test_distributed_topology_lists_every_gpu(dist, api, run):
+    data = api(f"/api/distributed?{sel(run)}")
+    dist.open(sel(run)).wait_drawn()
     processes = [p for n in data["topology"] for p in n["processes"]]
     gpus = [g for p in processes for g in p["gpus"]]
-    assert len(gpus) == 4
-    expect(dist.part("topology").locator(css_testid("topology-process"))).to_have_count(4)
+    n = len(workers_of(api, run))  # one GPU per rank
+    assert len(gpus) == n
+    expect(dist.part("topology").locator(css_testid("topology-process"))).to_have_count(n)
     chips = dist.part("topology").locator(css_testid("topology-gpu"))
-    expect(chips).to_have_count(4)
-    assert sorted(chips.evaluate_all("(nodes) => nodes.map((n) => Number(n.dataset.device))")) == [0, 1, 2, 3]
+    expect(chips).to_have_count(n)
+    assert sorted(chips.evaluate_all("(nodes) => nodes.map((n) => Number(n.dataset.device))")) == \
+        sorted(g["device"] for g in gpus)
     for text in chips.all_inner_texts():
-        assert "NVIDIA H200" in text and "CC 9.0" in text
-    expect(dist.part("topology-meta")).to_contain_text("4 ranks · 1 node · 4 GPUs · world size 4 · nccl")
+        assert gpus[0]["name"] in text and f"CC {gpus[0]['compute_capability']}" in text
+    rank = data["ranks"][0]
+    expect(dist.part("topology-meta")).to_contain_text(
+        f"{counted(n, 'rank')} · {counted(len(data['topology']), 'node')} · {counted(n, 'GPU')} · "
+        f"world size {rank['world_size']} · {rank['backend']}")
     # The process groups from distributedInfo; with one group, the occurrences need no group column.
     groups = dist.part("process-groups").locator(css_testid("process-group"))
     expect(groups).to_have_count(len(data["groups"]))
     g = data["groups"][0]
-    expect(groups.first).to_have_text(f"{g['name']} ({g['description']}): 4 ranks (0–3)")
+    ranks = f"0–{n - 1}" if n > 2 else ", ".join(map(str, range(n)))  # three or more in a row as a range
+    expect(groups.first).to_have_text(f"{g['name']} ({g['description']}): {n} ranks ({ranks})")
     assert "Group" not in dist.part("occurrence-table").locator("thead th").all_inner_texts()
     assert dist.page.errors == []
 
 
 def test_distributed_fsdp_notes_unequal_call_counts(dist, api):
-    data = api(f"/api/distributed?{sel(FSDP_RUN)}")
+    data = api(f"/api/distributed?{sel(FSDP)}")
     mismatches = data["stragglers"]["unaligned"]["count_mismatches"]
     assert mismatches, "FSDP's ranks split their gathers differently over the steps"
-    dist.open(sel(FSDP_RUN)).wait_drawn()
+    dist.open(sel(FSDP)).wait_drawn()
     note = dist.part("unaligned-note")
     expect(note).to_be_visible()
     items = note.locator("li")
@@ -239,7 +261,8 @@ def test_distributed_fsdp_notes_unequal_call_counts(dist, api):
         counts = " and ".join(f"rank {c['rank']} {c['calls']}" for c in m["calls"])
         expect(note).to_contain_text(f"{m['name']}: the ranks made different numbers of calls ({counts})")
     # The view still draws everything else.
-    expect(dist.part("straggler-headline")).to_contain_text("Rank 1 (vm_840) arrives last")
+    worker = next(r["worker"] for r in data["ranks"] if r["rank"] == 1)
+    expect(dist.part("straggler-headline")).to_contain_text(f"Rank 1 ({worker}) arrives last")
     expect(dist.part("overlap-chart").locator(".main-svg").first).to_be_attached()
     # API warnings are shown.
     expect(dist.part("warnings")).to_be_visible()
@@ -247,14 +270,15 @@ def test_distributed_fsdp_notes_unequal_call_counts(dist, api):
     assert dist.page.errors == []
 
 
-def test_distributed_worker_select_is_off_here_only(dist, page, server):
-    dist.open(f"run={DDP_RUN}&worker=vm_908&span=1").wait_drawn()
+def test_distributed_worker_select_is_off_here_only(dist, page, server, api):
+    named = workers_of(api, STRAGGLER)[1]  # not the first: the Overview must keep the one named
+    dist.open(f"run={STRAGGLER_RUN}&worker={named}&span=1").wait_drawn()
     worker = dist.select("worker")
     expect(worker).to_be_disabled()
     expect(worker).to_have_attribute("title", "This view shows every worker")
     expect(worker.locator("option")).to_have_text(["All workers"])
     query = dist.query()
-    assert query.get("run") == DDP_RUN and query.get("span") == "1" and "worker" not in query
+    assert query.get("run") == STRAGGLER_RUN and query.get("span") == "1" and "worker" not in query
     expect(dist.select("span")).to_be_enabled()
 
     # Back to the Overview: the worker select works again and the worker the link named is kept.
@@ -263,23 +287,23 @@ def test_distributed_worker_select_is_off_here_only(dist, page, server):
     overview = OverviewPage(page, server).wait_drawn()
     expect(overview.select("worker")).to_be_enabled()
     expect(overview.select("worker")).not_to_have_attribute("title", "This view shows every worker")
-    assert overview.query() == {"run": DDP_RUN, "worker": "vm_908", "span": "1"}
+    assert overview.query() == {"run": STRAGGLER_RUN, "worker": named, "span": "1"}
 
     # From the Overview, the view select opens this view without a worker.
     overview.choose("view", "distributed")
     page.wait_for_url("**/distributed?**")
     dist.wait_drawn()
-    assert dist.query() == {"run": DDP_RUN, "span": "1"}
+    assert dist.query() == {"run": STRAGGLER_RUN, "span": "1"}
     assert page.errors == []
 
 
 def test_distributed_not_offered_for_one_worker(api, page, server):
     run = next(r for r in api("/api/runs")["runs"] if r["name"] == ONE_WORKER_RUN)
     assert len(run["workers"]) == 1 and "distributed" not in run["views"]
-    for name in (STRAGGLER_RUN, DDP_RUN, FSDP_RUN):
+    for name in (STRAGGLER_RUN, FSDP_RUN):
         assert "distributed" in next(r for r in api("/api/runs")["runs"] if r["name"] == name)["views"]
-    overview = OverviewPage(page, server).open(f"run={ONE_WORKER_RUN}&worker=h100_worker0&span=1").wait_drawn()
+    overview = OverviewPage(page, server).open(RESNET.sel()).wait_drawn()
     expect(overview.select("view").locator('option[value="distributed"]')).to_have_count(0)
-    overview.choose("run", DDP_RUN)
+    overview.choose("run", STRAGGLER_RUN)
     expect(overview.select("view").locator('option[value="distributed"]')).to_have_count(1)
     assert page.errors == []

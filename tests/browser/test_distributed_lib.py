@@ -7,20 +7,15 @@ import json
 
 import pytest
 
+from browser_pages import module_runner
+
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
-def dv(page, server):
+def dv(blank_page):
     """Evaluates `expression` with lib/distview.js imported as `dv`."""
-    page.goto(f"{server}/static/css/profboard.css")  # any same-origin document can import the modules
-
-    def run(expression: str):
-        return page.evaluate(f"""async () => {{
-            const dv = await import("/static/js/lib/distview.js");
-            return ({expression});
-        }}""")
-    return run
+    return module_runner(blank_page, {"dv": "lib/distview.js"})
 
 
 def row(rank, times_last=0, median=0.0, mean=0.0, maximum=0.0, step=1000.0, worker=None):

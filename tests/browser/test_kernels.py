@@ -11,13 +11,11 @@ import pytest
 from playwright.sync_api import expect
 
 from browser_pages import KernelPage
+from runs import LEGACY, RESNET, V100, each
 
 pytestmark = pytest.mark.browser
 
-H100_RUN = "resnet50_fp32"  # PyTorch 2.x on H100, with_stack=True: relative Python frames
-V100_RUN = "resnet50_num_workers_0"  # the reference plugin's own sample (PyTorch 1.9)
-H100_SEL = f"run={H100_RUN}&worker=h100_worker0&span=1"
-V100_SEL = f"run={V100_RUN}&worker=worker0&span=1"
+SEL = RESNET.sel()  # PyTorch 2.x on an H200: over 50 kernels, names over 300 characters
 PAGE_SIZE = 50
 
 
@@ -35,8 +33,9 @@ def kernels(page, server) -> KernelPage:
     return KernelPage(page, server)
 
 
-@pytest.mark.parametrize("sel", [H100_SEL, V100_SEL], ids=["h100", "v100"])
-def test_kernels_renders_two_pies_and_the_table(kernels, api, shots, sel):
+@pytest.mark.parametrize("run", each(RESNET, LEGACY, V100))
+def test_kernels_renders_two_pies_and_the_table(kernels, api, shots, run):
+    sel = run.sel()
     kernels.open(sel).wait_drawn()
     rows = api(f"/api/kernels?{sel}")["rows"]
     assert rows
@@ -54,14 +53,13 @@ def test_kernels_renders_two_pies_and_the_table(kernels, api, shots, sel):
     assert kernels.column("Calls")[:5] == [count(r["calls"]) for r in rows[:5]]
     expect(kernels.part("op-banner")).to_be_hidden()
     expect(kernels.about().locator("summary")).to_have_text("How these numbers are computed")
-    name = "h100" if sel == H100_SEL else "v100"
-    kernels.screenshot(shots, f"kernels_{name}", full=True)
+    kernels.screenshot(shots, f"kernels_{run.name}", full=True)
     assert kernels.page.errors == []
 
 
 def test_kernels_search_sort_and_pagination(kernels, api):
-    kernels.open(H100_SEL).wait_drawn()
-    rows = api(f"/api/kernels?{H100_SEL}")["rows"]
+    kernels.open(SEL).wait_drawn()
+    rows = api(f"/api/kernels?{SEL}")["rows"]
     kernels.sort_by("Mean")
     assert kernels.query()["sort"] == "mean_us:desc"
     assert kernels.names()[0] == max(rows, key=lambda r: r["mean_us"])["name"]
@@ -87,14 +85,14 @@ def test_kernels_search_sort_and_pagination(kernels, api):
 
 
 def test_kernels_group_by_op_adds_launch_columns(kernels, api, shots):
-    kernels.open(H100_SEL).wait_drawn()
+    kernels.open(SEL).wait_drawn()
     kernels.group_by().select_option("name_op")
     kernels.wait_drawn()
     expect(kernels.table().locator("thead th").nth(1)).to_have_text("Operator")
     headers = kernels.headers()
     for label in ("Grid", "Block", "Registers / Thread", "Shared Memory", "Op TC Eligible"):
         assert label in headers
-    rows = api(f"/api/kernels?{H100_SEL}&group_by=name_op")["rows"]
+    rows = api(f"/api/kernels?{SEL}&group_by=name_op")["rows"]
     expect(kernels.pager_range()).to_have_text(pager_text(1, min(PAGE_SIZE, len(rows)), len(rows)))
     first = rows[0]
     assert kernels.column("Operator")[0] == (first["op"] or "n/a")
@@ -110,8 +108,8 @@ def test_kernels_group_by_op_adds_launch_columns(kernels, api, shots):
 @pytest.mark.parametrize("width", [1400, 1000])
 def test_kernels_long_names_never_break_layout(kernels, api, shots, width):
     kernels.page.set_viewport_size({"width": width, "height": 900})
-    kernels.open(H100_SEL).wait_drawn()
-    rows = api(f"/api/kernels?{H100_SEL}")["rows"]
+    kernels.open(SEL).wait_drawn()
+    rows = api(f"/api/kernels?{SEL}")["rows"]
     longest = max(rows[:PAGE_SIZE], key=lambda r: len(r["name"]))
     assert len(longest["name"]) > 300
     # The page never scrolls sideways; a wide table scrolls inside its card.
@@ -129,11 +127,11 @@ def test_kernels_long_names_never_break_layout(kernels, api, shots, width):
 def test_kernels_guess_and_warnings_show(kernels, server, shots):
     """A tensor-core guess is marked as one, with a tooltip; analysis warnings show in the yellow note."""
     page = kernels.page
-    data = json.loads(page.request.get(f"{server}/api/kernels?{H100_SEL}").text())
+    data = json.loads(page.request.get(f"{server}/api/kernels?{SEL}").text())
     data["rows"][0].update(tensor_cores=True, tensor_cores_guess=True, name="triton_tem_fused_mm_0 <guess>")
     data["warnings"] = ["12 kernels had no <launching> operator"]
     page.route("**/api/kernels?*", lambda route: route.fulfill(json=data))
-    kernels.open(H100_SEL).wait_drawn()
+    kernels.open(SEL).wait_drawn()
     cell = kernels.row_named("triton_tem_fused_mm_0 <guess>").locator("td").nth(1)
     expect(cell).to_have_text("Yes (guess)")
     expect(cell.locator("span")).to_have_attribute("title", re.compile("Inferred from the kernel name"))
@@ -146,10 +144,10 @@ def test_kernels_guess_and_warnings_show(kernels, server, shots):
 def test_kernels_old_page_link_lands_here(kernels):
     """The page was /kernel before each view had one name (issue 20): bookmarks and shared links
     redirect to /kernels with their query."""
-    kernels.page.goto(f"{kernels.base}/kernel?{H100_SEL}&group_by=name_op&q=gemm")
+    kernels.page.goto(f"{kernels.base}/kernel?{SEL}&group_by=name_op&q=gemm")
     kernels.wait_drawn()
     assert urlparse(kernels.page.url).path == "/kernels"
-    assert kernels.query() == {"run": H100_RUN, "worker": "h100_worker0", "span": "1", "group_by": "name_op", "q": "gemm"}
+    assert kernels.query() == {"run": RESNET.name, "worker": RESNET.worker, "span": "1", "group_by": "name_op", "q": "gemm"}
     expect(kernels.group_by()).to_have_value("name_op")
     expect(kernels.part("search")).to_have_value("gemm")
     assert kernels.selection()["view"] == "kernels"

@@ -12,23 +12,14 @@ from urllib.parse import parse_qs, quote, urlparse
 import pytest
 from playwright.sync_api import Locator, expect
 
-from browser_pages import ShellPage, css_testid
+from browser_pages import ShellPage, css_testid, module_runner
+from formats import fmt_bytes
+from runs import LEGACY, RESNET, V100, each
 
 pytestmark = pytest.mark.browser
 
-H100_SEL = "run=resnet50_fp32&worker=h100_worker0&span=1"  # PyTorch 2.x: totals and addresses
-LEGACY_SEL = "run=resnet50_num_workers_0&worker=worker0&span=1"  # PyTorch 1.9: neither
+SEL = RESNET.sel()  # PyTorch 2.x: totals and addresses
 PAGE_SIZE = 50
-
-
-def format_bytes(n: float) -> str:
-    """lib/format.js formatBytes: 1024-based, two decimals above bytes."""
-    units = ["B", "KB", "MB", "GB", "TB", "PB"]
-    value, i = float(n), 0
-    while abs(value) >= 1024 and i < len(units) - 1:
-        value /= 1024
-        i += 1
-    return f"{round(value)} B" if i == 0 else f"{value:.2f} {units[i]}"
 
 
 def count_text(n: int, noun: str) -> str:
@@ -40,6 +31,7 @@ class MemoryPage(ShellPage):
 
     def wait_drawn(self) -> "MemoryPage":
         """Waits until the curve (or its reason), both tables (or their notes) are there and nothing loads."""
+        self.wait_mounted()
         expect(self.root()).to_be_visible()
         expect(self.part("memory-curve").locator(".main-svg, p").first).to_be_attached()
         expect(self.part("events-table").locator("table, p").first).to_be_attached()
@@ -77,9 +69,9 @@ def range_of(memory: MemoryPage) -> tuple[str, str]:
 
 
 def test_memory_curve_renders_with_the_api_peaks_and_steps(memory, api, shots):
-    memory.open(H100_SEL).wait_drawn()
-    devices = api(f"/api/memory/devices?{H100_SEL}")
-    curve = api(f"/api/memory/curve?{H100_SEL}")
+    memory.open(SEL).wait_drawn()
+    devices = api(f"/api/memory/devices?{SEL}")
+    curve = api(f"/api/memory/curve?{SEL}")
     assert devices["default"] == "GPU0"
     expect(memory.part("device-select")).to_have_value("GPU0")
     chart = memory.part("memory-curve")
@@ -88,25 +80,26 @@ def test_memory_curve_renders_with_the_api_peaks_and_steps(memory, api, shots):
     shapes = chart.evaluate("(node) => node.data.filter((t) => t.mode === 'lines').map((t) => [t.name, t.line.shape])")
     assert shapes == [["Reserved", "hv"], ["Allocated", "hv"]]
     labels = memory.annotations()
-    assert f"peak allocated {format_bytes(curve['peak_allocated']['bytes'])}" in labels
-    assert f"peak reserved {format_bytes(curve['peak_reserved']['bytes'])}" in labels
+    assert f"peak allocated {fmt_bytes(curve['peak_allocated']['bytes'])}" in labels
+    assert f"peak reserved {fmt_bytes(curve['peak_reserved']['bytes'])}" in labels
     for step in devices["steps"]:
         assert f"step {step['step']}" in labels
-    expect(memory.part("peak-allocated")).to_have_text(format_bytes(curve["peak_allocated"]["bytes"]))
-    expect(memory.part("capacity")).to_have_text(format_bytes(curve["capacity_bytes"]))
+    expect(memory.part("peak-allocated")).to_have_text(fmt_bytes(curve["peak_allocated"]["bytes"]))
+    expect(memory.part("capacity")).to_have_text(fmt_bytes(curve["capacity_bytes"]))
     # y is fixed (x-only zoom) and ticks in binary units; the capacity is far above the curve: no line yet.
     layout = chart.evaluate("(node) => ({fixed: node.layout.yaxis.fixedrange, ticks: node.layout.yaxis.ticktext,"
                             " dashed: node.layout.shapes.filter((s) => s.line && s.line.dash === 'dash').length})")
-    assert layout["fixed"] is True and "1 GB" in layout["ticks"] and layout["dashed"] == 0
+    gb = [t for t in layout["ticks"] if t != "0"]
+    assert layout["fixed"] is True and gb and all(t.endswith(" GB") for t in gb) and layout["dashed"] == 0
     memory.part("capacity-toggle").check()
-    expect(chart.locator(".annotation-text", has_text="capacity 79.18 GB")).to_be_visible()
+    expect(chart.locator(".annotation-text", has_text=f"capacity {fmt_bytes(curve['capacity_bytes'])}")).to_be_visible()
     assert memory.query()["capacity"] == "1"
     memory.part("capacity-toggle").uncheck()
     expect(chart.locator(".annotation-text", has_text="capacity")).to_have_count(0)
     expect(memory.part("range-text")).to_have_text(re.compile(r"^Whole trace: "))
     expect(memory.part("reset-range")).to_be_disabled()
-    events = api(f"/api/memory/events?{H100_SEL}")
-    stats = api(f"/api/memory/stats?{H100_SEL}")
+    events = api(f"/api/memory/events?{SEL}")
+    stats = api(f"/api/memory/stats?{SEL}")
     expect(memory.part("events-count")).to_have_text(count_text(events["total"], "allocation"))
     expect(memory.part("stats-count")).to_have_text(count_text(len(stats["rows"]), "operator"))
     expect(memory.rows("events-table")).to_have_count(min(PAGE_SIZE, events["total"]))
@@ -118,15 +111,15 @@ def test_memory_curve_renders_with_the_api_peaks_and_steps(memory, api, shots):
 
 
 def test_memory_device_switch_redraws_for_the_host(memory, api):
-    memory.open(H100_SEL).wait_drawn()
+    memory.open(SEL).wait_drawn()
     memory.part("device-select").select_option("CPU")
     expect(memory.page).to_have_url(re.compile(r"device=CPU"))
     memory.wait_drawn()
     expect(memory.part("device-select")).to_have_value("CPU")
-    curve = api(f"/api/memory/curve?{H100_SEL}&device=CPU")
-    events = api(f"/api/memory/events?{H100_SEL}&device=CPU")
-    expect(memory.part("peak-allocated")).to_have_text(format_bytes(curve["peak_allocated"]["bytes"]))
-    assert f"peak allocated {format_bytes(curve['peak_allocated']['bytes'])}" in memory.annotations()
+    curve = api(f"/api/memory/curve?{SEL}&device=CPU")
+    events = api(f"/api/memory/events?{SEL}&device=CPU")
+    expect(memory.part("peak-allocated")).to_have_text(fmt_bytes(curve["peak_allocated"]["bytes"]))
+    assert f"peak allocated {fmt_bytes(curve['peak_allocated']['bytes'])}" in memory.annotations()
     expect(memory.part("events-count")).to_have_text(count_text(events["total"], "allocation"))
     # Host memory has no reserved pool: only the allocated line is drawn, and no capacity.
     names = memory.part("memory-curve").evaluate("(node) => node.data.filter((t) => t.mode === 'lines').map((t) => t.name)")
@@ -140,15 +133,15 @@ def test_memory_device_switch_redraws_for_the_host(memory, api):
 
 
 def test_memory_drag_selects_a_range_that_filters_both_tables(memory, api, shots):
-    memory.open(H100_SEL).wait_drawn()
-    whole_events = api(f"/api/memory/events?{H100_SEL}")["total"]
-    whole_stats = api(f"/api/memory/stats?{H100_SEL}")["rows"]
+    memory.open(SEL).wait_drawn()
+    whole_events = api(f"/api/memory/events?{SEL}")["total"]
+    whole_stats = api(f"/api/memory/stats?{SEL}")["rows"]
     memory.drag(0.30, 0.45)
     expect(memory.page).to_have_url(re.compile(r"end_us=.*start_us="))
     memory.wait_drawn()
     start, end = range_of(memory)
     assert float(end) > float(start)
-    rng = f"{H100_SEL}&start_us={start}&end_us={end}"
+    rng = f"{SEL}&start_us={start}&end_us={end}"
     events = api(f"/api/memory/events?{rng}")
     stats = api(f"/api/memory/stats?{rng}")
     curve = api(f"/api/memory/curve?{rng}")
@@ -162,10 +155,10 @@ def test_memory_drag_selects_a_range_that_filters_both_tables(memory, api, shots
     expect(memory.rows("stats-table").first.locator("td").first).to_have_text(first["name"])
     # The curve was fetched again for the range: its x axis is the range, its peak the range's.
     axis = memory.part("memory-curve").evaluate("(node) => node.layout.xaxis.range")
-    lanes = api(f"/api/trace/lanes?{H100_SEL}")
+    lanes = api(f"/api/trace/lanes?{SEL}")
     assert axis[0] == pytest.approx((float(start) - lanes["start_us"]) / 1000, abs=1e-3)
     assert axis[1] == pytest.approx((float(end) - lanes["start_us"]) / 1000, abs=1e-3)
-    assert f"peak allocated {format_bytes(curve['peak_allocated']['bytes'])}" in memory.annotations()
+    assert f"peak allocated {fmt_bytes(curve['peak_allocated']['bytes'])}" in memory.annotations()
     expect(memory.part("range-text")).to_have_text(re.compile(r"^Selected \d"))
     expect(memory.part("step-select")).to_have_value("custom")
     expect(memory.part("reset-range")).to_be_enabled()
@@ -191,8 +184,8 @@ def test_memory_drag_selects_a_range_that_filters_both_tables(memory, api, shots
 
 
 def test_memory_step_picker_and_double_click_reset(memory, api):
-    memory.open(H100_SEL).wait_drawn()
-    steps = api(f"/api/memory/devices?{H100_SEL}")["steps"]
+    memory.open(SEL).wait_drawn()
+    steps = api(f"/api/memory/devices?{SEL}")["steps"]
     step = steps[-1]
     memory.part("step-select").select_option(step["step"])
     expect(memory.page).to_have_url(re.compile(r"start_us="))
@@ -200,7 +193,7 @@ def test_memory_step_picker_and_double_click_reset(memory, api):
     start, end = range_of(memory)
     assert float(start) == pytest.approx(step["start_us"], abs=1e-3)
     assert float(end) == pytest.approx(step["end_us"], abs=1e-3)
-    stats = api(f"/api/memory/stats?{H100_SEL}&start_us={start}&end_us={end}")
+    stats = api(f"/api/memory/stats?{SEL}&start_us={start}&end_us={end}")
     expect(memory.part("stats-count")).to_have_text(count_text(len(stats["rows"]), "operator"))
     box = memory.part("memory-curve").locator(".nsewdrag").first.bounding_box()
     memory.page.mouse.dblclick(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
@@ -211,15 +204,19 @@ def test_memory_step_picker_and_double_click_reset(memory, api):
 
 
 def test_memory_events_rows_link_mark_absent_values_sort_and_search(memory, api):
-    memory.open(H100_SEL).wait_drawn()
-    rows = api(f"/api/memory/events?{H100_SEL}")["rows"][:PAGE_SIZE]
+    memory.open(SEL).wait_drawn()
+    everything = api(f"/api/memory/events?{SEL}")
+    rows = everything["rows"][:PAGE_SIZE]
     table = memory.part("events-table")
     # The API's order (earliest first); a row with an operator links to it, selected in the trace view.
     index = next(i for i, r in enumerate(rows) if r["op_id"] is not None)
     href = memory.rows("events-table").nth(index).locator(css_testid("trace-link")).get_attribute("href")
-    assert href == f"/trace?{H100_SEL}&select={rows[index]['op_id']}"
-    # An allocation the trace never saw (freed early in the trace): dashes that say why.
-    unseen = next(i for i, r in enumerate(rows) if r["alloc_us"] is None)
+    assert href == f"/trace?{SEL}&select={rows[index]['op_id']}"
+    # An allocation the trace never saw (freed early in the trace): dashes that say why. It is on
+    # the page the URL names.
+    page, unseen = divmod(next(i for i, r in enumerate(everything["rows"]) if r["alloc_us"] is None), PAGE_SIZE)
+    rows = everything["rows"][page * PAGE_SIZE:][:PAGE_SIZE]
+    memory.open(f"{SEL}&events_page={page + 1}").wait_drawn()
     cells = memory.rows("events-table").nth(unseen).locator(".mem-absent")
     expect(cells.first).to_have_text("—")
     assert "did not see this allocation" in cells.first.get_attribute("title")
@@ -238,7 +235,6 @@ def test_memory_events_rows_link_mark_absent_values_sort_and_search(memory, api)
     expect(memory.page).to_have_url(re.compile(r"events_page=\d+"))
     memory.part("events-search").fill("cudnn_convolution")
     expect(memory.page).to_have_url(re.compile(r"events_q=cudnn_convolution"))
-    everything = api(f"/api/memory/events?{H100_SEL}")
     matching = [r for r in everything["rows"] if r["operator"] and "cudnn_convolution" in r["operator"]]
     expect(memory.part("events-count")).to_have_text(
         f"{len(matching):,} of {everything['total']:,} allocations match “cudnn_convolution”")
@@ -249,12 +245,12 @@ def test_memory_events_rows_link_mark_absent_values_sort_and_search(memory, api)
 
 
 def test_memory_stats_link_to_the_operator_view_and_sort(memory, api):
-    memory.open(H100_SEL).wait_drawn()
-    rows = api(f"/api/memory/stats?{H100_SEL}")["rows"]
+    memory.open(SEL).wait_drawn()
+    rows = api(f"/api/memory/stats?{SEL}")["rows"]
     first = memory.rows("stats-table").first
     expect(first.locator("td").first).to_have_text(rows[0]["name"])
     link = first.locator(css_testid("op-link"))
-    assert link.get_attribute("href") == f"/operators?{H100_SEL}&q={quote(rows[0]['name'], safe='')}"
+    assert link.get_attribute("href") == f"/operators?{SEL}&q={quote(rows[0]['name'], safe='')}"
     expect(memory.part("stats-table").locator('th[aria-sort="descending"]')).to_have_text(re.compile("Self Size Increase"))
     memory.part("stats-table").get_by_role("button", name=re.compile(r"^Calls")).click()
     top = max(rows, key=lambda r: r["calls"])
@@ -267,11 +263,14 @@ def test_memory_stats_link_to_the_operator_view_and_sort(memory, api):
     assert memory.page.errors == []
 
 
-def test_memory_legacy_trace_shows_reasons_and_stats(memory, api, shots):
-    memory.open(LEGACY_SEL).wait_drawn()
-    curve = api(f"/api/memory/curve?{LEGACY_SEL}")
-    events = api(f"/api/memory/events?{LEGACY_SEL}")
-    stats = api(f"/api/memory/stats?{LEGACY_SEL}")
+@pytest.mark.parametrize("run", each(LEGACY, V100))
+def test_memory_legacy_trace_shows_reasons_and_stats(memory, api, shots, run):
+    """PyTorch before 1.10 recorded neither totals nor addresses."""
+    legacy_sel = run.sel()
+    memory.open(legacy_sel).wait_drawn()
+    curve = api(f"/api/memory/curve?{legacy_sel}")
+    events = api(f"/api/memory/events?{legacy_sel}")
+    stats = api(f"/api/memory/stats?{legacy_sel}")
     assert curve["reason"] and events["reason"]
     expect(memory.part("curve-reason")).to_contain_text(curve["reason"])
     expect(memory.part("events-reason")).to_contain_text(events["reason"])
@@ -280,15 +279,15 @@ def test_memory_legacy_trace_shows_reasons_and_stats(memory, api, shots):
     expect(memory.rows("stats-table")).to_have_count(min(PAGE_SIZE, len(stats["rows"])))
     expect(memory.part("events-search")).to_be_disabled()
     # A step still narrows the statistics.
-    step = api(f"/api/memory/devices?{LEGACY_SEL}")["steps"][0]
+    step = api(f"/api/memory/devices?{legacy_sel}")["steps"][0]
     memory.part("step-select").select_option(step["step"])
     expect(memory.page).to_have_url(re.compile(r"start_us="))
     memory.wait_drawn()
     start, end = range_of(memory)
-    ranged = api(f"/api/memory/stats?{LEGACY_SEL}&start_us={start}&end_us={end}")["rows"]
+    ranged = api(f"/api/memory/stats?{legacy_sel}&start_us={start}&end_us={end}")["rows"]
     first = memory.rows("stats-table").first.locator("td")
     expect(first.nth(1)).to_have_text(f"{ranged[0]['calls']:,}")
-    memory.screenshot(shots, "memory_legacy", full=True)
+    memory.screenshot(shots, f"memory_legacy_{run.name}", full=True)
     assert memory.page.errors == []
 
 
@@ -297,7 +296,7 @@ def test_memory_without_records_says_so(memory, server):
              "warnings": ["This trace has no memory records: profile with profile_memory=True."]}
     memory.page.route("**/api/memory/devices?*", lambda route: route.fulfill(
         status=200, content_type="application/json", body=json.dumps(empty)))
-    memory.open(H100_SEL)
+    memory.open(SEL)
     expect(memory.part("no-memory")).to_be_visible()
     expect(memory.part("no-memory")).to_contain_text("profile_memory=True")
     expect(memory.part("curve-card")).to_be_hidden()
@@ -306,7 +305,7 @@ def test_memory_without_records_says_so(memory, server):
 
 
 def test_memory_unknown_device_and_foreign_range_fall_back(memory):
-    memory.open(f"{H100_SEL}&device=GPU7&start_us=1&end_us=2").wait_drawn()
+    memory.open(f"{SEL}&device=GPU7&start_us=1&end_us=2").wait_drawn()
     expect(memory.part("device-select")).to_have_value("GPU0")
     expect(memory.part("warnings")).to_contain_text("no memory records for device GPU7")
     expect(memory.part("range-text")).to_have_text(re.compile(r"^Whole trace"))
@@ -315,10 +314,8 @@ def test_memory_unknown_device_and_foreign_range_fall_back(memory):
     assert memory.page.errors == []
 
 
-def test_memory_curve_helpers(page, server):
-    page.goto(f"{server}/static/css/profboard.css")
-    out = page.evaluate("""async () => {
-        const m = await import("/static/js/lib/memcurve.js");
+def test_memory_curve_helpers(blank_page):
+    out = module_runner(blank_page, {"m": "lib/memcurve.js"})("""(() => {
         const extent = { start_us: 1000, end_us: 5000 };
         const curve = { t_us: [2000, 3000], allocated_bytes: [10, 30], reserved_bytes: [40, 40],
                         at_start: { t_us: 1500, allocated_bytes: 5, reserved_bytes: 40 } };
@@ -337,7 +334,7 @@ def test_memory_curve_helpers(page, server):
             change: m.allocatedChange(curve, { start_us: 1500, end_us: 4000 }),
             label: m.rangeLabel({ start_us: 2000, end_us: 3500 }, extent, 1000),
         };
-    }""")
+    })()""")
     gib = 1024 ** 3
     assert out["ticks"]["ticktext"] == ["0", "1 GB", "2 GB", "3 GB"]
     assert out["ticks"]["tickvals"] == [0, gib, 2 * gib, 3 * gib]
@@ -352,10 +349,8 @@ def test_memory_curve_helpers(page, server):
     assert out["label"] == "Selected 1.000 ms – 2.500 ms (1.50 ms of 4.00 ms)"
 
 
-def test_memory_table_helpers(page, server):
-    page.goto(f"{server}/static/css/profboard.css")
-    out = page.evaluate("""async () => {
-        const t = await import("/static/js/lib/memtables.js");
+def test_memory_table_helpers(blank_page):
+    out = module_runner(blank_page, {"t": "lib/memtables.js"})("""(() => {
         const sel = { run: "r", worker: "w", span: "1" };
         const unseen = { operator: null, size_bytes: 8, alloc_us: null, free_us: 2000, lifetime_us: null, addr: 255,
                          op_id: null, caller_id: null };
@@ -372,7 +367,7 @@ def test_memory_table_helpers(page, server):
             counts: [t.eventsCountText(10, 10, 10, ""), t.eventsCountText(1, 20000, 25000, ""),
                      t.eventsCountText(3, 10, 10, " mm "), t.eventsCountText(1, 1, 1, "")],
         };
-    }""")
+    })()""")
     assert out["unseen"] == [True, True, False, True]
     assert out["open"][:2] == [None, None] and out["open"][2].startswith("Never freed") and out["open"][3].startswith("Never freed")
     assert out["orphan"] is True

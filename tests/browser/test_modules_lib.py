@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from browser_pages import module_runner
+
 pytestmark = pytest.mark.browser
 
 # r
@@ -26,17 +28,10 @@ NODES = [
 
 
 @pytest.fixture
-def lib(page, server):
+def lib(blank_page):
     """Evaluates `expression` with `tree` (lib/treetable.js), `view` (lib/moduleview.js) and `NODES` in scope."""
-    page.goto(f"{server}/static/css/profboard.css")  # any same-origin document can import the modules
-
-    def run(expression: str):
-        return page.evaluate(f"""async (NODES) => {{
-            const tree = await import("/static/js/lib/treetable.js");
-            const view = await import("/static/js/lib/moduleview.js");
-            return ({expression});
-        }}""", NODES)
-    return run
+    run = module_runner(blank_page, {"tree": "lib/treetable.js", "view": "lib/moduleview.js"}, arg="NODES")
+    return lambda expression: run(expression, NODES)
 
 
 def test_tree_index_depths_roots_and_children(lib):
@@ -75,7 +70,7 @@ def test_expanded_to_depth_path_and_subtree(lib):
     assert lib("tree.subtreeIds(tree.treeIndex(NODES), 1)") == [1, 3, 4, 6]
 
 
-def test_tree_table_toggles_rows(lib, page):
+def test_tree_table_toggles_rows(lib):
     out = lib("""(() => {
         const t = tree.buildTreeTable({nodes: NODES, depth: 1, nameColumn: {key: "name", label: "Name"},
                                        columns: [{key: "id", label: "Id", numeric: true}]});
@@ -127,16 +122,10 @@ MODULES = {
 
 
 @pytest.fixture
-def shaped(page, server):
+def shaped(blank_page):
     """Evaluates `expression` with `view` (lib/moduleview.js) and `DATA` (MODULES) in scope."""
-    page.goto(f"{server}/static/css/profboard.css")
-
-    def run(expression: str, data: dict = MODULES):
-        return page.evaluate(f"""async (DATA) => {{
-            const view = await import("/static/js/lib/moduleview.js");
-            return ({expression});
-        }}""", data)
-    return run
+    run = module_runner(blank_page, {"view": "lib/moduleview.js"}, arg="DATA")
+    return lambda expression, data=MODULES: run(expression, data)
 
 
 @pytest.mark.parametrize("wanted, width", [

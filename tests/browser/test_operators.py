@@ -3,7 +3,6 @@ pagination and grouping live in the URL, call stacks open, and an operator links
 
 from __future__ import annotations
 
-import json
 import re
 from urllib.parse import quote, urlparse
 
@@ -11,14 +10,14 @@ import pytest
 from playwright.sync_api import expect
 
 from browser_pages import KernelPage, OperatorPage, css_testid
+from runs import LEGACY, RESNET, V100, each
 
 pytestmark = pytest.mark.browser
 
-H100_RUN = "resnet50_fp32"  # PyTorch 2.x on H100, with_stack=True: relative Python frames
-V100_RUN = "resnet50_num_workers_0"  # the reference plugin's own sample (PyTorch 1.9)
-H100_SEL = f"run={H100_RUN}&worker=h100_worker0&span=1"
-V100_SEL = f"run={V100_RUN}&worker=worker0&span=1"
+SEL = RESNET.sel()  # PyTorch 2.x on an H200, with_stack=True: relative Python frames
 PAGE_SIZE = 50
+# PyTorch 1.x traces, whose call stacks hold absolute paths
+LEGACY_RUNS = each(LEGACY, V100)
 
 
 def count(n: int) -> str:
@@ -39,10 +38,12 @@ def operators(page, server) -> OperatorPage:
     return OperatorPage(page, server)
 
 
-@pytest.mark.parametrize("sel", [H100_SEL, V100_SEL], ids=["h100", "v100"])
-def test_operators_renders_four_pies_and_the_table(operators, api, shots, sel):
+@pytest.mark.parametrize("run", each(RESNET, LEGACY, V100))
+def test_operators_renders_four_pies_and_the_table(operators, api, shots, run):
+    sel = run.sel()
     operators.open(sel).wait_drawn()
-    rows = api(f"/api/operators?{sel}")["rows"]
+    data = api(f"/api/operators?{sel}")
+    rows = data["rows"]
     assert len(rows) > PAGE_SIZE or len(rows) > 0
     for pie in operators.pies:
         expect(operators.slices(pie).first).to_be_attached()
@@ -62,16 +63,19 @@ def test_operators_renders_four_pies_and_the_table(operators, api, shots, sel):
     expect(operators.table().locator('th[aria-sort="descending"]')).to_have_text(re.compile("Device Self"))
     expect(operators.part("row-count")).to_have_text(f"{count(len(rows))} operators")
     expect(operators.about().locator("summary")).to_have_text("How these numbers are computed")
-    expect(operators.part("warnings")).to_be_hidden()
+    # The API's warnings (e.g. kernels no operator launched), or none.
+    if data["warnings"]:
+        expect(operators.part("warnings").locator("li")).to_have_text(data["warnings"])
+    else:
+        expect(operators.part("warnings")).to_be_hidden()
     assert operators.selection()["view"] == "operators"
-    name = "h100" if sel == H100_SEL else "v100"
-    operators.screenshot(shots, f"operators_{name}", full=True)
+    operators.screenshot(shots, f"operators_{run.name}", full=True)
     assert operators.page.errors == []
 
 
 def test_operators_search_filters_table_and_pies(operators, api, shots):
-    operators.open(H100_SEL).wait_drawn()
-    rows = api(f"/api/operators?{H100_SEL}")["rows"]
+    operators.open(SEL).wait_drawn()
+    rows = api(f"/api/operators?{SEL}")["rows"]
     matching = [r for r in rows if "conv" in r["name"].lower()]
     assert 0 < len(matching) < len(rows)
     operators.search("CONV")
@@ -102,9 +106,9 @@ def test_operators_search_filters_table_and_pies(operators, api, shots):
 
 
 def test_operators_sort_and_pagination_live_in_url(operators, api):
-    operators.open(H100_SEL).wait_drawn()
-    rows = api(f"/api/operators?{H100_SEL}")["rows"]
-    assert len(rows) > PAGE_SIZE, "the fixture should need two pages"
+    operators.open(SEL).wait_drawn()
+    rows = api(f"/api/operators?{SEL}")["rows"]
+    assert len(rows) > PAGE_SIZE, "the run should need two pages"
     operators.sort_by("Calls")
     assert operators.query()["sort"] == "calls:desc"
     calls = [parse_count(c) for c in operators.column("Calls")]
@@ -137,13 +141,13 @@ def test_operators_sort_and_pagination_live_in_url(operators, api):
 
 
 def test_operators_group_by_input_shape_adds_column(operators, api, shots):
-    operators.open(H100_SEL).wait_drawn()
+    operators.open(SEL).wait_drawn()
     assert "Input Shape" not in operators.headers()
     operators.page.evaluate("window.__stillSamePage = true")
     operators.group_by().select_option("name_shape")
     operators.wait_drawn()
     expect(operators.table().locator("thead th").nth(1)).to_have_text("Input Shape")
-    rows = api(f"/api/operators?{H100_SEL}&group_by=name_shape")["rows"]
+    rows = api(f"/api/operators?{SEL}&group_by=name_shape")["rows"]
     expect(operators.pager_range()).to_have_text(pager_text(1, min(PAGE_SIZE, len(rows)), len(rows)))
     assert operators.column("Input Shape")[:3] == [r["input_shape"] for r in rows[:3]]
     assert operators.query()["group_by"] == "name_shape"
@@ -159,7 +163,7 @@ def test_operators_group_by_input_shape_adds_column(operators, api, shots):
 
 
 def test_operators_deep_link_restores_controls(operators, api):
-    operators.open(f"{H100_SEL}&group_by=name_shape&top=3&q=batch&sort=calls:asc&page=1").wait_drawn()
+    operators.open(f"{SEL}&group_by=name_shape&top=3&q=batch&sort=calls:asc&page=1").wait_drawn()
     expect(operators.group_by()).to_have_value("name_shape")
     expect(operators.part("top-n")).to_have_value("3")
     expect(operators.part("search")).to_have_value("batch")
@@ -175,10 +179,10 @@ def test_operators_deep_link_restores_controls(operators, api):
 
 
 def test_operators_call_stacks_panel_shows_frames(operators, api, shots):
-    operators.open(H100_SEL).wait_drawn()
-    rows = api(f"/api/operators?{H100_SEL}")["rows"]
+    operators.open(SEL).wait_drawn()
+    rows = api(f"/api/operators?{SEL}")["rows"]
     first = next(r for r in rows[:PAGE_SIZE] if r["has_call_stack"])
-    stacks = api(f"/api/operators/stacks?{H100_SEL}&name={quote(first['name'])}")["rows"]
+    stacks = api(f"/api/operators/stacks?{SEL}&name={quote(first['name'])}")["rows"]
     assert stacks and stacks[0]["frames"]
     # Only rows with stacks get the button.
     expect(operators.rows().locator(css_testid("stacks-button"))).to_have_count(
@@ -210,25 +214,27 @@ def test_operators_call_stacks_panel_shows_frames(operators, api, shots):
     assert operators.page.errors == []
 
 
-def test_operators_call_stacks_of_a_1x_trace_link_to_the_editor(operators, api, shots):
+@pytest.mark.parametrize("run", LEGACY_RUNS)
+def test_operators_call_stacks_of_a_1x_trace_link_to_the_editor(operators, api, shots, run):
     """PyTorch 1.x recorded absolute paths: every frame with a file is a vscode:// link."""
-    operators.open(V100_SEL).wait_drawn()
-    rows = api(f"/api/operators?{V100_SEL}")["rows"]
+    sel = run.sel()
+    operators.open(sel).wait_drawn()
+    rows = api(f"/api/operators?{sel}")["rows"]
     first = next(r for r in rows[:PAGE_SIZE] if r["has_call_stack"])
-    stacks = api(f"/api/operators/stacks?{V100_SEL}&name={quote(first['name'])}")["rows"]
+    stacks = api(f"/api/operators/stacks?{sel}&name={quote(first['name'])}")["rows"]
     frame = next(f for f in stacks[0]["frames"] if f["file"])
     assert frame["file"].startswith("/")
     panel = operators.open_stacks(first["name"])
     link = panel.locator(css_testid("stack")).first.locator(css_testid("frame-link")).first
     expect(link).to_have_attribute("href", f"vscode://file{quote(frame['file'], safe='/')}:{frame['line']}")
     expect(link).to_have_text(f"{frame['file']}({frame['line']})")
-    # The script itself was recorded as run ("resnet50_profiler_api.py"): relative, so no link for it.
+    # The script itself was recorded as run (e.g. "train.py"): relative, so no link for it.
     relative = [f for s in stacks for f in s["frames"] if f["file"] and not f["file"].startswith("/")]
     if relative:
         expect(panel.locator(css_testid("stack-note"))).to_contain_text("Some file paths here are relative")
     else:
         expect(panel.locator(css_testid("stack-note"))).to_have_count(0)
-    operators.screenshot(shots, "operators_stack_panel_v100")
+    operators.screenshot(shots, f"operators_stack_panel_{run.name}")
     assert operators.page.errors == []
 
 
@@ -246,7 +252,7 @@ def test_operators_stack_panel_absolute_paths_get_editor_links_and_copy(operator
         ],
     }]}
     page.route("**/api/operators/stacks?*", lambda route: route.fulfill(json=fake))
-    operators.open(H100_SEL).wait_drawn()
+    operators.open(SEL).wait_drawn()
     panel = operators.open_stacks("aten::conv2d")
     links = panel.locator(css_testid("frame-link"))
     expect(links).to_have_count(2)
@@ -267,8 +273,8 @@ def test_operators_stack_panel_absolute_paths_get_editor_links_and_copy(operator
 
 
 def test_operators_kernels_link_lands_on_filtered_kernels_view(operators, api, shots):
-    operators.open(H100_SEL).wait_drawn()
-    rows = api(f"/api/operators?{H100_SEL}")["rows"]
+    operators.open(SEL).wait_drawn()
+    rows = api(f"/api/operators?{SEL}")["rows"]
     op = "aten::conv2d" if any(r["name"] == "aten::conv2d" for r in rows[:PAGE_SIZE]) else \
         next(r["name"] for r in rows[:PAGE_SIZE] if r["device_total_us"] > 0)
     # Host-only operators have no kernels to show.
@@ -278,11 +284,11 @@ def test_operators_kernels_link_lands_on_filtered_kernels_view(operators, api, s
 
     kernels = KernelPage(operators.page, operators.base)
     kernels.wait_drawn()
-    assert kernels.query() == {"run": H100_RUN, "worker": "h100_worker0", "span": "1", "group_by": "name_op", "op": op}
+    assert kernels.query() == {"run": RESNET.name, "worker": RESNET.worker, "span": "1", "group_by": "name_op", "op": op}
     expect(kernels.part("op-banner")).to_be_visible()
     expect(kernels.part("op-banner")).to_contain_text(f"Kernels launched by {op} (and the operators it called)")
-    filtered = api(f"/api/kernels?{H100_SEL}&group_by=name_op&op={quote(op)}")["rows"]
-    everything = api(f"/api/kernels?{H100_SEL}&group_by=name_op")["rows"]
+    filtered = api(f"/api/kernels?{SEL}&group_by=name_op&op={quote(op)}")["rows"]
+    everything = api(f"/api/kernels?{SEL}&group_by=name_op")["rows"]
     assert 0 < len(filtered) < len(everything)
     expect(kernels.pager_range()).to_have_text(pager_text(1, min(PAGE_SIZE, len(filtered)), len(filtered)))
     assert kernels.names() == [r["name"] for r in filtered[:PAGE_SIZE]]
@@ -299,11 +305,11 @@ def test_operators_kernels_link_lands_on_filtered_kernels_view(operators, api, s
 def test_operators_old_links_land_here(operators):
     """The page was /operator (or /?view=operator) before each view had one name (issue 20):
     both redirect to /operators with the rest of their query."""
-    for old in (f"/operator?{H100_SEL}&q=conv", f"/?view=operator&{H100_SEL}&q=conv"):
+    for old in (f"/operator?{SEL}&q=conv", f"/?view=operator&{SEL}&q=conv"):
         operators.page.goto(f"{operators.base}{old}")
         operators.wait_drawn()
         assert urlparse(operators.page.url).path == "/operators", old
-        assert operators.query() == {"run": H100_RUN, "worker": "h100_worker0", "span": "1", "q": "conv"}, old
+        assert operators.query() == {"run": RESNET.name, "worker": RESNET.worker, "span": "1", "q": "conv"}, old
         expect(operators.part("search")).to_have_value("conv")
         assert operators.selection()["view"] == "operators"
     assert operators.page.errors == []

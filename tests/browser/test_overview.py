@@ -9,25 +9,23 @@ import pytest
 from playwright.sync_api import expect
 
 from browser_pages import OverviewPage, css_testid
+from formats import fmt_bytes, fmt_us
+from runs import BROKEN, LEGACY, RESNET, TWO_SPANS, Run
 
 pytestmark = pytest.mark.browser
 
-H100_RUN = "resnet50_fp32"
-V100_RUN = "resnet50_num_workers_0"
-BROKEN_RUN = "broken_trace"  # conftest writes it: truncated JSON
+
+def steps_of(api, run: Run, span: str = "1") -> list[str]:
+    return [s["step"] for s in api(f"/api/overview?{run.sel(span)}")["steps"]]
 
 
-def fmt_us(us: float) -> str:
-    """format.js's formatUs for the values these tests read (>= 1 us)."""
-    def sig3(v: float) -> str:
-        return str(round(v)) if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
-    if us < 1000:
-        return f"{us:.1f} us" if us < 10 else f"{round(us)} us"
-    return f"{sig3(us / 1e3)} ms" if us < 1e6 else f"{sig3(us / 1e6)} s"
+def totals_of(api, run: Run, span: str = "1") -> list[str]:
+    """Each step's total time, as the step table shows it."""
+    return [fmt_us(s["total_us"]) for s in api(f"/api/overview?{run.sel(span)}")["steps"]]
 
 
-def steps_of(api, run: str, worker: str, span: str) -> list[str]:
-    return [s["step"] for s in api(f"/api/overview?run={run}&worker={worker}&span={span}")["steps"]]
+def gpu_of(api, run: Run) -> dict:
+    return api(f"/api/overview?{run.sel()}")["gpus"][0]
 
 
 @pytest.fixture
@@ -36,12 +34,13 @@ def overview(page, server) -> OverviewPage:
 
 
 def test_overview_renders_charts_table_and_gpu_summary(overview, api, shots):
-    overview.open(f"run={H100_RUN}").wait_drawn()
-    data = api(f"/api/overview?run={H100_RUN}&worker=h100_worker0&span=1")
+    overview.open(f"run={RESNET.name}").wait_drawn()
+    data = api(f"/api/overview?{RESNET.sel()}")
+    gpu = data["gpus"][0]
 
-    expect(overview.part("gpu-summary")).to_contain_text("NVIDIA H100 80GB HBM3")
-    expect(overview.part("gpu-summary")).to_contain_text("79.18 GB")  # 85017493504 B in GiB
-    expect(overview.part("gpu-summary")).to_contain_text("9.0")
+    expect(overview.part("gpu-summary")).to_contain_text(gpu["name"])
+    expect(overview.part("gpu-summary")).to_contain_text(fmt_bytes(gpu["memory_bytes"]))  # in GiB
+    expect(overview.part("gpu-summary")).to_contain_text(gpu["compute_capability"])
     expect(overview.part("average-step-time")).to_have_text(fmt_us(data["average"]["total_us"]))
     assert overview.table_steps() == [s["step"] for s in data["steps"]]
     # One stacked bar trace per category with time, in the fixed order.
@@ -54,8 +53,8 @@ def test_overview_renders_charts_table_and_gpu_summary(overview, api, shots):
     expect(overview.part("warnings")).to_be_hidden()  # this trace has none
     modebar = overview.part("step-chart").locator(".modebar-btn")
     assert "Share chart..." not in [modebar.nth(i).get_attribute("data-title") for i in range(modebar.count())]
-    assert overview.selection() == {"run": H100_RUN, "worker": "h100_worker0", "span": "1", "view": "overview"}
-    overview.screenshot(shots, "overview_h100", full=True)
+    assert overview.selection() == {"run": RESNET.name, "worker": RESNET.worker, "span": "1", "view": "overview"}
+    overview.screenshot(shots, "overview_resnet50", full=True)
     assert overview.page.errors == []
 
 
@@ -71,42 +70,44 @@ def test_overview_without_query_picks_first_ready_run(overview, api):
     assert overview.page.errors == []
 
 
-def test_overview_run_change_updates_page_without_reload(overview, shots):
-    overview.open(f"run={H100_RUN}").wait_drawn()
+def test_overview_run_change_updates_page_without_reload(overview, api, shots):
+    overview.open(f"run={RESNET.name}").wait_drawn()
     overview.page.evaluate("window.__stillSamePage = true")
-    overview.choose("run", V100_RUN)
-    expect(overview.part("gpu-summary")).to_contain_text("Tesla V100-DGXS-32GB")
+    overview.choose("run", LEGACY.name)
+    gpu = gpu_of(api, LEGACY)  # a V100, where the first run has an H200
+    expect(overview.part("gpu-summary")).to_contain_text(gpu["name"])
     overview.wait_drawn()
-    expect(overview.part("gpu-summary")).to_contain_text("31.74 GB")  # 34084028416 B
+    expect(overview.part("gpu-summary")).to_contain_text(fmt_bytes(gpu["memory_bytes"]))
     assert overview.page.evaluate("window.__stillSamePage") is True
-    assert overview.query() == {"run": V100_RUN, "worker": "worker0", "span": "1"}
-    assert overview.selection()["worker"] == "worker0"
-    overview.screenshot(shots, "overview_v100")
+    assert overview.query() == {"run": LEGACY.name, "worker": LEGACY.worker, "span": "1"}
+    assert overview.selection()["worker"] == LEGACY.worker
+    overview.screenshot(shots, "overview_legacy")
     # Back returns to the previous selection (pushState), still without a reload.
     overview.page.go_back()
-    expect(overview.part("gpu-summary")).to_contain_text("NVIDIA H100 80GB HBM3")
+    expect(overview.part("gpu-summary")).to_contain_text(gpu_of(api, RESNET)["name"])
     assert overview.page.evaluate("window.__stillSamePage") is True
     assert overview.page.errors == []
 
 
 def test_overview_span_change_updates_table(overview, api):
-    overview.open(f"run={V100_RUN}").wait_drawn()
-    span1 = steps_of(api, V100_RUN, "worker0", "1")
-    span2 = steps_of(api, V100_RUN, "worker0", "2")
-    assert span1 != span2, "the fixture's spans should differ"
-    assert overview.table_steps() == span1
+    overview.open(f"run={TWO_SPANS.name}").wait_drawn()
+    span1 = totals_of(api, TWO_SPANS, "1")
+    span2 = totals_of(api, TWO_SPANS, "2")
+    assert span1 != span2, "the two spans' step times should differ"
+    assert overview.table_totals() == span1
     overview.choose("span", "2")
-    expect(overview.part("step-table").locator("tbody tr td:first-child")).to_have_text(span2)
+    expect(overview.part("step-table").locator("tbody tr td:nth-child(2)")).to_have_text(span2)
+    assert overview.table_steps() == steps_of(api, TWO_SPANS, "2")
     overview.wait_drawn()
     assert overview.query()["span"] == "2"
     assert overview.page.errors == []
 
 
 def test_overview_deep_link_restores_selection(overview, api):
-    overview.open(f"run={V100_RUN}&span=2").wait_drawn()
-    assert overview.selection() == {"run": V100_RUN, "worker": "worker0", "span": "2", "view": "overview"}
-    assert overview.table_steps() == steps_of(api, V100_RUN, "worker0", "2")
-    expect(overview.part("gpu-summary")).to_contain_text("Tesla V100-DGXS-32GB")
+    overview.open(f"run={TWO_SPANS.name}&span=2").wait_drawn()
+    assert overview.selection() == {"run": TWO_SPANS.name, "worker": TWO_SPANS.worker, "span": "2", "view": "overview"}
+    assert overview.table_totals() == totals_of(api, TWO_SPANS, "2")
+    expect(overview.part("gpu-summary")).to_contain_text(gpu_of(api, TWO_SPANS)["name"])
     assert overview.page.errors == []
 
 
@@ -118,7 +119,7 @@ def test_overview_unknown_run_shows_error(overview, shots):
     expect(overview.root()).to_be_hidden()
     expect(overview.select("run")).to_have_value("no_such_run")
     # Other runs are still listed and work.
-    overview.choose("run", H100_RUN)
+    overview.choose("run", RESNET.name)
     overview.wait_drawn()
     expect(overview.error()).to_be_hidden()
     overview.page.go_back()
@@ -129,51 +130,52 @@ def test_overview_unknown_run_shows_error(overview, shots):
 
 
 def test_overview_unreadable_trace_shows_error_and_others_work(overview, shots):
-    overview.open(f"run={H100_RUN}").wait_drawn()
-    broken = overview.run_status().locator(f'{css_testid("run-error")}[data-run="{BROKEN_RUN}"]')
+    overview.open(f"run={RESNET.name}").wait_drawn()
+    broken = overview.run_status().locator(f'{css_testid("run-error")}[data-run="{BROKEN.name}"]')
     expect(broken).to_contain_text("worker0 span 1")
-    overview.choose("run", BROKEN_RUN)
+    overview.choose("run", BROKEN.name)
     expect(overview.error()).to_be_visible()
     expect(overview.error()).to_contain_text("could not be read")
-    expect(overview.select("run").locator("option:checked")).to_have_text(f"{BROKEN_RUN} (error)")
+    expect(overview.select("run").locator("option:checked")).to_have_text(f"{BROKEN.name} (error)")
     overview.screenshot(shots, "overview_broken_run")
-    overview.choose("run", V100_RUN)
+    overview.choose("run", LEGACY.name)
     overview.wait_drawn()
     expect(overview.error()).to_be_hidden()
     assert all("422" in e for e in overview.page.errors), overview.page.errors
 
 
-def test_overview_loading_run_shows_progress_then_mounts(overview, server, shots):
+def test_overview_loading_run_shows_progress_then_mounts(overview, server, api, shots):
     """While /api/runs says a run is loading, the panel shows its progress; once ready, the view mounts."""
     page = overview.page
     real = json.loads(page.request.get(f"{server}/api/runs").text())
     loading = json.loads(json.dumps(real))
     for run in loading["runs"]:
-        if run["name"] == H100_RUN:
+        if run["name"] == RESNET.name:
             run.update(status="loading", progress=0.4, views=[])
             for f in run["files"]:
                 f.update(status="loading", progress=0.4)
     page.route("**/api/runs", lambda route: route.fulfill(json=loading))
-    overview.open(f"run={H100_RUN}")
-    bar = overview.run_status().locator(f'{css_testid("run-progress")}[data-run="{H100_RUN}"]')
+    overview.open(f"run={RESNET.name}")
+    bar = overview.run_status().locator(f'{css_testid("run-progress")}[data-run="{RESNET.name}"]')
     expect(bar).to_be_visible()
     expect(bar).to_contain_text("40 %")
-    expect(page.locator(css_testid("status"))).to_contain_text(f"Loading {H100_RUN}")
+    expect(page.locator(css_testid("status"))).to_contain_text(f"Loading {RESNET.name}")
     expect(overview.root()).to_be_hidden()
     overview.screenshot(shots, "overview_loading")
     page.unroute("**/api/runs")  # the server's real answer: ready; the 1 s poll picks it up
     overview.wait_drawn()
     expect(bar).to_have_count(0)
-    expect(overview.part("gpu-summary")).to_contain_text("NVIDIA H100 80GB HBM3")
+    expect(overview.part("gpu-summary")).to_contain_text(gpu_of(api, RESNET)["name"])
     assert page.errors == []
 
 
 def test_overview_table_sort_is_kept_in_url(overview, api):
-    overview.open(f"run={V100_RUN}").wait_drawn()
+    overview.open(f"run={LEGACY.name}").wait_drawn()
     overview.part("step-table").get_by_role("button", name="Total").click()
     assert overview.query()["sort"] == "total_us:desc"
-    totals = {s["step"]: s["total_us"] for s in api(f"/api/overview?run={V100_RUN}&worker=worker0&span=1")["steps"]}
+    totals = {s["step"]: s["total_us"] for s in api(f"/api/overview?{LEGACY.sel()}")["steps"]}
     expected = sorted(totals, key=lambda step: -totals[step])
+    assert expected != list(totals), "the steps' times are not in order already"
     assert overview.table_steps() == expected
     overview.page.reload()
     overview.wait_drawn()
@@ -183,7 +185,7 @@ def test_overview_table_sort_is_kept_in_url(overview, api):
 
 
 def test_overview_step_chart_hover_shows_time_and_share(overview, shots):
-    overview.open(f"run={V100_RUN}").wait_drawn()
+    overview.open(f"run={RESNET.name}").wait_drawn()
     box = overview.part("step-chart").locator(".nsewdrag").first.bounding_box()
     overview.page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.7)
     hover = overview.part("step-chart").locator(".hoverlayer")
@@ -195,7 +197,7 @@ def test_overview_step_chart_hover_shows_time_and_share(overview, shots):
 
 def test_overview_fits_a_narrow_window(overview, shots):
     overview.page.set_viewport_size({"width": 760, "height": 900})
-    overview.open(f"run={H100_RUN}").wait_drawn()
+    overview.open(f"run={RESNET.name}").wait_drawn()
     overflow = overview.page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
     assert overflow <= 0
     chart_width = overview.part("step-chart").bounding_box()["width"]
@@ -211,11 +213,11 @@ def test_overview_shows_reader_and_analysis_warnings(overview, server, shots):
     for run in runs["runs"]:
         for f in run["files"]:
             f["warnings"] = ["truncated JSON: recovered 1200 of the events <before> the cut"]
-    data = json.loads(page.request.get(f"{server}/api/overview?run={H100_RUN}&worker=h100_worker0&span=1").text())
+    data = json.loads(page.request.get(f"{server}/api/overview?{RESNET.sel()}").text())
     data["warnings"] = ["no ProfilerStep events: the whole trace is shown as one step"]
     page.route("**/api/runs", lambda route: route.fulfill(json=runs))
     page.route("**/api/overview?*", lambda route: route.fulfill(json=data))
-    overview.open(f"run={H100_RUN}").wait_drawn()
+    overview.open(f"run={RESNET.name}").wait_drawn()
     expect(page.locator(css_testid("load-warnings"))).to_contain_text("recovered 1200 of the events <before> the cut")
     expect(overview.part("warnings")).to_contain_text("no ProfilerStep events")
     overview.screenshot(shots, "overview_warnings")
@@ -223,13 +225,13 @@ def test_overview_shows_reader_and_analysis_warnings(overview, server, shots):
 
 
 def test_steps_and_evidence_link_to_their_time_range_in_the_trace_view(overview, api):
-    overview.open(f"run={H100_RUN}").wait_drawn()
-    data = api(f"/api/overview?run={H100_RUN}&worker=h100_worker0&span=1")
+    overview.open(f"run={RESNET.name}").wait_drawn()
+    data = api(f"/api/overview?{RESNET.sel()}")
     links = overview.part("step-table").locator(f"tbody {css_testid('trace-link')}")
     expect(links).to_have_count(len(data["steps"]))
     first = data["steps"][0]
     href = links.first.get_attribute("href")
-    assert href.startswith("/trace?") and f"run={H100_RUN}" in href
+    assert href.startswith("/trace?") and f"run={RESNET.name}" in href
     assert f"start_us={first['start_us']}" in href and f"end_us={first['end_us']}" in href
     placed = [e for r in data["recommendations"] for e in r["evidence"] if "start_us" in e or "event_id" in e]
     expect(overview.part("recommendations").locator(css_testid("trace-link"))).to_have_count(len(placed))

@@ -10,14 +10,16 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from browser_pages import OverviewPage, ShellPage, TracePage, css_testid
+from formats import fmt_ratio
+from runs import BROKEN, LEGACY, RESNET, V100, Run, each
 
 pytestmark = pytest.mark.browser
 
-H100_RUN = "resnet50_fp32"
-V100_RUN = "resnet50_num_workers_0"  # num_workers=0: the DataLoader takes a third of each step
-BROKEN_RUN = "broken_trace"  # conftest writes it: truncated JSON
-H100_SEL = f"run={H100_RUN}&worker=h100_worker0&span=1"
-V100_SEL = f"run={V100_RUN}&worker=worker0&span=1"
+RESNET_RUN = RESNET.name
+RESNET_SEL = RESNET.sel()
+# The DataLoader takes a third of each step or more: findings with step ranges as evidence.
+LOADER_SEL = LEGACY.sel()
+BROKEN_RUN = BROKEN.name
 
 
 class RecommendationsPage(ShellPage):
@@ -25,6 +27,7 @@ class RecommendationsPage(ShellPage):
 
     def wait_drawn(self) -> "RecommendationsPage":
         """Waits until the cards (or the empty or filtered-out note) are there and the view is idle."""
+        self.wait_mounted()
         expect(self.root()).to_be_visible()
         expect(self.part("findings").locator(f'{css_testid("finding")}, {css_testid("empty")}, p').first).to_be_attached()
         expect(self.root()).not_to_have_attribute("aria-busy", "true")
@@ -41,15 +44,10 @@ def query_of(href: str) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(urlparse(href).query).items()}
 
 
-def fmt_ratio(ratio: float) -> str:
-    """format.js's formatRatio."""
-    return f"{ratio * 100:.2f} %"
-
-
 def first_event(api, name: str) -> dict:
-    """The first event named `name` in the H100 trace (id, start_us, dur_us)."""
-    found = api(f"/api/trace/search?{H100_SEL}&q={name}")
-    assert found["matches"], f"no {name} in the H100 trace"
+    """The first event named `name` in the resnet50_fp32 trace (id, start_us, dur_us)."""
+    found = api(f"/api/trace/search?{RESNET_SEL}&q={name}")
+    assert found["matches"], f"no {name} in the resnet50_fp32 trace"
     return found["matches"][0]
 
 
@@ -81,10 +79,11 @@ def recs(page, server) -> RecommendationsPage:
     return RecommendationsPage(page, server)
 
 
-def test_recommendations_cards_match_the_api(recs, api, shots):
-    data = api(f"/api/recommendations?{V100_SEL}")
-    assert data["recommendations"], "the num_workers=0 sample should raise findings"
-    recs.open(V100_SEL).wait_drawn()
+@pytest.mark.parametrize("run", each(LEGACY, V100))
+def test_recommendations_cards_match_the_api(recs, api, shots, run: Run):
+    data = api(f"/api/recommendations?{run.sel()}")
+    assert data["recommendations"], "a trace waiting on its DataLoader should raise findings"
+    recs.open(run.sel()).wait_drawn()
     cards = recs.cards()
     expect(cards).to_have_count(len(data["recommendations"]))
     rank = {"high": 0, "medium": 1, "low": 2}
@@ -123,18 +122,18 @@ def test_recommendations_cards_match_the_api(recs, api, shots):
     expect(card.locator(css_testid("evidence-item")).first).to_contain_text(dataloader["evidence"][0]["label"])
     expect(recs.part("severity-high-count")).to_have_text(str(sum(f["severity"] == "high" for f in expected)))
     expect(recs.about().locator("summary")).to_have_text("How these numbers are computed")
-    recs.screenshot(shots, "recommendations", full=True)
+    recs.screenshot(shots, f"recommendations_{run.name}", full=True)
     assert recs.page.errors == []
 
 
 def test_range_evidence_opens_the_trace_view_on_that_step(recs, api):
-    data = api(f"/api/recommendations?{V100_SEL}")
+    data = api(f"/api/recommendations?{LOADER_SEL}")
     evidence = next(e for f in data["recommendations"] for e in f["evidence"] if "start_us" in e)
-    recs.open(V100_SEL).wait_drawn()
+    recs.open(LOADER_SEL).wait_drawn()
     link = recs.cards().first.locator(css_testid("trace-link")).first
     query = query_of(link.get_attribute("href"))
     assert urlparse(link.get_attribute("href")).path == "/trace"
-    assert {k: query[k] for k in ("run", "worker", "span")} == {"run": V100_RUN, "worker": "worker0", "span": "1"}
+    assert {k: query[k] for k in ("run", "worker", "span")} == {"run": LEGACY.name, "worker": LEGACY.worker, "span": "1"}
     assert float(query["start_us"]) == evidence["start_us"] and float(query["end_us"]) == evidence["end_us"]
     assert "select" not in query  # a step is a range, not one culprit event
     link.click()
@@ -153,7 +152,7 @@ def test_event_evidence_selects_the_event_and_links_its_operator(recs, api, serv
     page: Page = recs.page
     body = {"recommendations": synthetic_findings(event), "warnings": []}
     page.route("**/api/recommendations?*", lambda route: route.fulfill(json=body))
-    recs.open(H100_SEL).wait_drawn()
+    recs.open(RESNET_SEL).wait_drawn()
     card = recs.cards().first
     expect(card.locator(css_testid("finding-id"))).to_have_text("host_device_sync")
     item = card.locator(css_testid("evidence-item"))
@@ -168,7 +167,7 @@ def test_event_evidence_selects_the_event_and_links_its_operator(recs, api, serv
     expect(recs.cards().nth(1).locator('[data-key="capacity_ratio"] [data-testid="number-value"]')).to_have_text("—")
 
     operator = item.locator(css_testid("operator-link"))
-    assert query_of(operator.get_attribute("href")) == {"run": H100_RUN, "worker": "h100_worker0", "span": "1",
+    assert query_of(operator.get_attribute("href")) == {"run": RESNET_RUN, "worker": RESNET.worker, "span": "1",
                                                        "q": event["name"]}
     link = item.locator(css_testid("trace-link"))
     query = query_of(link.get_attribute("href"))
@@ -195,7 +194,7 @@ def test_severity_filter_round_trips_the_url(recs, api):
     event = first_event(api, "aten::conv2d")
     body = {"recommendations": synthetic_findings(event), "warnings": []}
     recs.page.route("**/api/recommendations?*", lambda route: route.fulfill(json=body))
-    recs.open(H100_SEL).wait_drawn()
+    recs.open(RESNET_SEL).wait_drawn()
     assert [recs.cards().nth(i).get_attribute("data-severity") for i in range(3)] == ["high", "medium", "low"]
     expect(recs.part("finding-count")).to_have_text("3 findings")
     recs.severity("high").uncheck()
@@ -220,7 +219,7 @@ def test_severity_filter_round_trips_the_url(recs, api):
 
 def test_no_findings_says_so_and_points_to_the_rules(recs):
     recs.page.route("**/api/recommendations?*", lambda route: route.fulfill(json={"recommendations": [], "warnings": []}))
-    recs.open(H100_SEL).wait_drawn()
+    recs.open(RESNET_SEL).wait_drawn()
     expect(recs.part("empty")).to_contain_text("Nothing stood out in this trace")
     expect(recs.about()).not_to_have_attribute("open", "")
     recs.part("open-about").click()
@@ -233,7 +232,7 @@ def test_no_findings_says_so_and_points_to_the_rules(recs):
 def test_unreadable_trace_shows_error_and_other_runs_work(recs):
     recs.open(f"run={BROKEN_RUN}")
     expect(recs.error()).to_contain_text("could not be read")
-    recs.choose("run", V100_RUN)
+    recs.choose("run", LEGACY.name)
     recs.wait_drawn()
     expect(recs.error()).to_be_hidden()
     expect(recs.cards().first).to_be_visible()
@@ -242,26 +241,26 @@ def test_unreadable_trace_shows_error_and_other_runs_work(recs):
 
 def test_overview_panel_lists_findings_and_links_to_this_view(page, server, api, shots):
     overview = OverviewPage(page, server)
-    overview.open(V100_SEL).wait_drawn()
-    data = api(f"/api/recommendations?{V100_SEL}")
+    overview.open(LOADER_SEL).wait_drawn()
+    data = api(f"/api/recommendations?{LOADER_SEL}")
     panel = overview.part("recommendations")
     expect(panel.locator(css_testid("recommendation"))).to_have_count(len(data["recommendations"]))
     expect(panel).to_contain_text(data["recommendations"][0]["title"])
     expect(panel.locator(css_testid("numbers"))).to_have_count(0)  # compact: numbers are in the view
     details = overview.part("recommendations-link")
-    assert query_of(details.get_attribute("href")) == {"run": V100_RUN, "worker": "worker0", "span": "1"}
+    assert query_of(details.get_attribute("href")) == {"run": LEGACY.name, "worker": LEGACY.worker, "span": "1"}
     panel.locator("xpath=..").scroll_into_view_if_needed()
     panel.locator("xpath=..").screenshot(path=str(shots / "overview_recommendations.png"))
     details.click()
     recs = RecommendationsPage(page, server).wait_drawn()
-    assert recs.query() == {"run": V100_RUN, "worker": "worker0", "span": "1"}
+    assert recs.query() == {"run": LEGACY.name, "worker": LEGACY.worker, "span": "1"}
     expect(recs.cards()).to_have_count(len(data["recommendations"]))
     assert page.errors == []
 
 
 def test_recommendations_fit_a_narrow_window(recs, shots):
     recs.page.set_viewport_size({"width": 760, "height": 900})
-    recs.open(V100_SEL).wait_drawn()
+    recs.open(LOADER_SEL).wait_drawn()
     overflow = recs.page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
     assert overflow <= 0
     cards = recs.cards()

@@ -6,37 +6,22 @@ frames, a run of snapshots only opens on this view, and a refused pickle shows t
 from __future__ import annotations
 
 import re
-from decimal import ROUND_HALF_UP, Decimal
 from urllib.parse import quote, urlparse
 
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from browser_pages import ShellPage, css_testid
+from browser_pages import ShellPage, css_testid, module_runner
+from formats import fmt_bytes, fmt_count
+from runs import REFUSED, REFUSED_FILE, RESNET, SNAPSHOT, SNAPSHOT_ONLY, TWO_SPANS
 
 pytestmark = pytest.mark.browser
 
-TRACE_RUN = "resnet50_fp32"  # traces and the snapshot side by side
-ONLY_RUN = "snapshot_only"  # the snapshot alone
-REFUSED_RUN = "snapshot_refused"  # a pickle naming os.system (conftest writes it)
-FILE = "resnet18_snapshot.pickle"
+TRACE_RUN = RESNET.name  # traces and the snapshot side by side
+ONLY_RUN = SNAPSHOT_ONLY.name  # the snapshot alone
+REFUSED_RUN = REFUSED.name  # a pickle naming os.system
+FILE = SNAPSHOT
 SEGMENT_PAGE = 100
-
-
-def fmt_bytes(n: int) -> str:
-    """lib/format.js formatBytes: 1024-based, two decimals, halves rounded up as toFixed does."""
-    units = ["B", "KB", "MB", "GB", "TB", "PB"]
-    value, i = float(n), 0
-    while abs(value) >= 1024 and i < len(units) - 1:
-        value /= 1024
-        i += 1
-    if i == 0:
-        return f"{round(value)} B"
-    return f"{Decimal(value).quantize(Decimal('0.01'), rounding=ROUND_HALF_UP)} {units[i]}"
-
-
-def fmt_count(n: int) -> str:
-    return f"{n:,}"
 
 
 class SnapshotPage(ShellPage):
@@ -44,6 +29,7 @@ class SnapshotPage(ShellPage):
 
     def wait_drawn(self) -> "SnapshotPage":
         """Waits until the timeline holds Plotly SVG, the segment and site tables are there and nothing is busy."""
+        self.wait_mounted()
         expect(self.root()).to_be_visible()
         expect(self.part("snap-timeline").locator(".main-svg").first).to_be_attached()
         expect(self.part("segment-table").locator("table, p").first).to_be_attached()
@@ -106,7 +92,7 @@ def test_snapshot_summary_cards_match_the_api(snap, api):
     expect(snap.part("snap-device")).to_have_value("0")
     expect(snap.part("snap-error")).to_be_hidden()
     # Shell: a run with traces keeps its worker and span selects.
-    assert snap.selection() == {"run": TRACE_RUN, "worker": "h100_worker0", "span": "1", "view": "snapshot"}
+    assert snap.selection() == {"run": TRACE_RUN, "worker": RESNET.worker, "span": "1", "view": "snapshot"}
     expect(snap.page.locator(css_testid("no-workers-note"))).to_be_hidden()
     expect(snap.about().locator("summary")).to_have_text("How these numbers are computed")
     assert snap.page.errors == []
@@ -197,13 +183,13 @@ def test_snapshot_click_above_the_stack_picks_a_point_too(snap):
     snap.page.mouse.down()
     snap.page.mouse.move(box["x"] + box["width"] * 0.7, box["y"] + 60, steps=5)
     snap.page.mouse.up()
-    snap.page.wait_for_timeout(300)
+    snap.wait_idle()
     assert int(snap.query()["at"]) == at
     assert snap.page.errors == []
 
 
 def test_snapshot_oom_events_are_highlighted(snap, server):
-    """The fixture has no OOM: the summary is given one, as PyTorch records it (an `oom` entry)."""
+    """The snapshot has no OOM: the summary is given one, as PyTorch records it (an `oom` entry)."""
     page = snap.page
     summary = page.request.get(f"{server}/api/snapshot?run={ONLY_RUN}").json()
     summary["ooms"] = {"count": 1, "events": [{"device": 0, "index": 2000, "time_us": None,
@@ -253,25 +239,27 @@ def test_snapshot_segments_agree_with_the_summary_at_the_final_state(snap, api):
     expect(snap.card("state-totals", "inactive")).to_have_text(fmt_bytes(summary["inactive_bytes"]))
     expect(snap.card("state-totals", "segments")).to_have_text(fmt_count(summary["segments"]))
     expect(snap.part("state-approximate")).to_be_hidden()
-    # One row per segment, largest first; addresses in hex; every strip drawn.
-    expect(snap.segment_rows()).to_have_count(min(SEGMENT_PAGE, len(segments)))
+    # One row per segment, largest first (the first page of them); addresses in hex; every strip drawn.
+    shown = min(SEGMENT_PAGE, len(segments))
+    expect(snap.segment_rows()).to_have_count(shown)
     by_size = sorted(segments, key=lambda s: -s["total_bytes"])
-    assert snap.column("segment-table", "Size") == [fmt_bytes(s["total_bytes"]) for s in by_size]
-    assert set(snap.column("segment-table", "Address")) == {hex(s["address"]) for s in segments}
+    assert snap.column("segment-table", "Size") == [fmt_bytes(s["total_bytes"]) for s in by_size[:shown]]
+    assert set(snap.column("segment-table", "Address")) == {hex(s["address"]) for s in by_size[:shown]}
     assert snap.column("segment-table", "Frag.")[0] == f"{by_size[0]['fragmentation_ratio'] * 100:.1f} %"
     strips = snap.part("segment-table").locator(css_testid("segment-strip"))
-    expect(strips).to_have_count(len(segments))
-    for i in range(len(segments)):
+    expect(strips).to_have_count(shown)
+    for i in range(shown):
         assert strips.nth(i).locator(".snap-block").count() >= 1
     # A segment holding allocations draws them in the allocated colour, in proportion.
-    used = next(s for s in by_size if 0 < s["allocated_bytes"] < s["total_bytes"])
+    used = next(s for s in by_size[:shown] if 0 < s["allocated_bytes"] < s["total_bytes"])
     row = snap.segment_rows().nth(by_size.index(used))
     assert row.locator(".snap-b-active_allocated").count() >= 1
     assert row.locator(".snap-b-inactive").count() >= 1
     # Sorting by address keeps the order in the URL.
     snap.part("segment-table").get_by_role("button", name=re.compile(r"^Address")).click()
     assert snap.query()["seg_sort"] == "address:asc"
-    assert snap.column("segment-table", "Address") == [hex(s["address"]) for s in sorted(segments, key=lambda s: s["address"])]
+    by_address = sorted(segments, key=lambda s: s["address"])
+    assert snap.column("segment-table", "Address") == [hex(s["address"]) for s in by_address[:shown]]
     # The table scrolls inside its box instead of growing the page without end.
     wrap = snap.part("segment-table").locator(".table-wrap")
     assert wrap.evaluate("n => getComputedStyle(n).maxHeight") == "560px"
@@ -349,18 +337,18 @@ def test_run_select_moves_a_trace_view_to_a_snapshot_only_run(snap):
     snap.choose("run", TRACE_RUN)
     snap.wait_drawn()
     expect(snap.select("worker")).to_be_visible()
-    expect(snap.select("worker")).to_have_value("h100_worker0")
+    expect(snap.select("worker")).to_have_value(RESNET.worker)
     expect(snap.page.locator(css_testid("no-workers-note"))).to_be_hidden()
     assert snap.page.errors == []
 
 
 def test_view_select_link_to_this_view_carries_run_and_file(snap):
-    snap.page.goto(f"{snap.base}/kernels?run={TRACE_RUN}&worker=h100_worker0&span=2")
+    snap.page.goto(f"{snap.base}/kernels?{TWO_SPANS.sel('2')}")
     expect(snap.page.locator('[data-view="kernels"]')).to_be_visible()
     snap.choose("view", "snapshot")
     expect(snap.page).to_have_url(re.compile(r"/snapshot\?"))
     snap.wait_drawn()
-    assert snap.query() == {"run": TRACE_RUN, "worker": "h100_worker0", "span": "2", "file": FILE}
+    assert snap.query() == {"run": TWO_SPANS.name, "worker": TWO_SPANS.worker, "span": "2", "file": FILE}
     assert snap.page.errors == []
 
 
@@ -376,7 +364,7 @@ def test_refused_pickle_shows_the_server_message_and_other_runs_work(snap, serve
     expect(snap.part("snap-error-message")).to_have_text(error["message"])
     assert "refused" in error["message"]
     expect(snap.part("snap-body")).to_be_hidden()
-    expect(snap.part("snap-file")).to_have_value("refused_snapshot.pickle")
+    expect(snap.part("snap-file")).to_have_value(REFUSED_FILE)
     expect(snap.part("snap-device")).to_be_hidden()
     expect(snap.error()).to_be_hidden()  # the view explains itself; the shell's box stays empty
     snap.screenshot(shots, "snapshot_error")
@@ -403,17 +391,13 @@ def test_unknown_snapshot_file_names_the_files_the_run_has(snap):
 # ---------------------------------------------------------------- shaping helpers
 
 
-@pytest.fixture
-def memsnap(page, server):
-    """Calls `expression` with lib/memsnap.js imported as `m`."""
-    page.goto(f"{server}/static/css/profboard.css")
+MEMSNAP = {"m": "lib/memsnap.js"}
 
-    def run(expression: str):
-        return page.evaluate(f"""async () => {{
-            const m = await import("/static/js/lib/memsnap.js");
-            return ({expression});
-        }}""")
-    return run
+
+@pytest.fixture
+def memsnap(blank_page):
+    """Calls `expression` with lib/memsnap.js imported as `m`."""
+    return module_runner(blank_page, MEMSNAP)
 
 
 def test_stacked_bands_sit_on_earlier_live_bands(memsnap):
@@ -430,15 +414,16 @@ def test_stacked_bands_sit_on_earlier_live_bands(memsnap):
     assert areas["other"]["ys"] == [11, 11, 16, 16, 11, 11, 10, 10, 15, 15, 10, 10, 11]
 
 
-def test_stacked_bands_reach_the_peak_with_few_points(memsnap):
-    result = memsnap("""(async () => {
-        const tl = await (await fetch('/api/snapshot/timeline?run=snapshot_only')).json();
+def test_stacked_bands_reach_the_peak_with_few_points(page, server):
+    page.goto(f"{server}/static/css/profboard.css")  # the server's origin, to read its API
+    result = module_runner(page, MEMSNAP, arg="run")("""(async () => {
+        const tl = await (await fetch(`/api/snapshot/timeline?run=${run}`)).json();
         const s = m.stackBands(tl, 1);
         const areas = [...s.bands, ...(s.other ? [s.other] : [])];
         const points = areas.reduce((n, a) => n + a.xs.length, 0);
         const top = Math.max(...areas.map((a) => Math.max(...a.ys)));
         return {points, full: (tl.bands.length + 1) * tl.x.length, top, peak: tl.peak.bytes};
-    })()""")
+    })()""", ONLY_RUN)
     # The stack's highest point is the peak; each band is drawn over its live range only, so far
     # fewer points than full-length stacked curves.
     assert result["top"] == result["peak"]

@@ -6,35 +6,42 @@ import json
 
 import pytest
 
+from browser_pages import module_runner
+
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
-def lib(page, server):
-    """Calls `expression` with the helper modules imported as `format`, `dom`, `table`, `url`, `pie`, `frames`,
-    `viewport`, `lanes`, `gestures`, `counters`, `eventpanel`, `tracesearch`, `findings`, and the Recommendations
-    view's shaping as `recs`."""
-    page.goto(f"{server}/static/css/profboard.css")  # any same-origin HTML document can import the modules
+def lib(blank_page):
+    """Calls `expression` with the helper modules imported as `api`, `format`, `dom`, `table`, `url`, `pie`,
+    `frames`, `viewport`, `lanes`, `gestures`, `counters`, `eventpanel`, `tracesearch`, `findings`, and the
+    Recommendations view's shaping as `recs`."""
+    return module_runner(blank_page, {
+        **{name: f"lib/{name}.js" for name in ("api", "format", "dom", "table", "url", "pie", "frames", "viewport",
+                                               "lanes", "gestures", "counters", "eventpanel", "tracesearch",
+                                               "findings")},
+        "recs": "recommendations.js"})
 
-    def run(expression: str):
-        return page.evaluate(f"""async () => {{
-            const format = await import("/static/js/lib/format.js");
-            const dom = await import("/static/js/lib/dom.js");
-            const table = await import("/static/js/lib/table.js");
-            const url = await import("/static/js/lib/url.js");
-            const pie = await import("/static/js/lib/pie.js");
-            const frames = await import("/static/js/lib/frames.js");
-            const viewport = await import("/static/js/lib/viewport.js");
-            const lanes = await import("/static/js/lib/lanes.js");
-            const gestures = await import("/static/js/lib/gestures.js");
-            const counters = await import("/static/js/lib/counters.js");
-            const eventpanel = await import("/static/js/lib/eventpanel.js");
-            const tracesearch = await import("/static/js/lib/tracesearch.js");
-            const findings = await import("/static/js/lib/findings.js");
-            const recs = await import("/static/js/recommendations.js");
-            return ({expression});
-        }}""")
-    return run
+
+def test_pending_counts_requests_in_flight_and_put_off(lib):
+    """<html data-pending>, which the tests' waits read: a deferred request counts from the time it
+    is set until it is sent or cancelled, a request until its answer is in."""
+    seen = lib("""(async () => {
+        const pending = () => document.documentElement.dataset.pending;
+        const seen = [pending()];
+        const later = api.deferred();
+        later.set(() => seen.push("never sent"), 10);
+        seen.push(pending());
+        later.cancel();
+        seen.push(pending());
+        await new Promise((sent) => later.set(() => { seen.push(pending()); sent(); }, 5));
+        seen.push(pending());
+        const answer = api.getJSON("/static/no-such-file.json").catch((err) => err.name);
+        seen.push(pending());
+        seen.push(await answer, pending());
+        return seen;
+    })()""")
+    assert seen == ["0", "1", "0", "1", "0", "1", "ApiError", "0"]
 
 
 @pytest.mark.parametrize("us, text", [
