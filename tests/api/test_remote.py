@@ -242,6 +242,6 @@ def test_remote_store_that_never_answers_does_not_block_the_server(bucket, start
         monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{silent.getsockname()[1]}")
         server = start_server(LOGDIR, tmp_path, timeout=60)
         body = server.get("/api/runs", timeout=5).json()
-        assert body == {"runs": [], "error": None}
+        assert body == {"runs": [], "error": None, "notes": []}
         assert server.get("/", timeout=5).status_code == 200
         server.stop()
