@@ -24,6 +24,7 @@ import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from .logdir import Run, TraceFile, discover, display_url, is_remote, readable
@@ -77,7 +78,7 @@ class TraceStore:
 
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(max_workers=max(1, self.settings.load_workers), mp_context=self._context,
-                                   initializer=_init_worker, initargs=(self._progress,))
+                                   initializer=_init_worker, initargs=(self._progress, os.getpid()))
 
     # lifecycle
     def start(self) -> None:
@@ -206,14 +207,16 @@ _worker_helpers: Helpers | None = None
 HELPERS_MIN_FILE_BYTES = 16 << 20
 
 
-def _init_worker(progress: Any) -> None:
+def _init_worker(progress: Any, server: int) -> None:
     global _worker_progress
     _worker_progress = progress
-    _watch_parent()
+    _watch_parent(server)
 
 
-def _watch_parent() -> None:
-    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), name="profboard-orphan-watch",
+def _watch_parent(parent: int) -> None:
+    """`parent` is the pid of the process that started this one, passed in: read here, after the
+    imports, it was init's when the parent had died meanwhile, and the process waited forever."""
+    threading.Thread(target=_exit_with_parent, args=(parent,), name="profboard-orphan-watch",
                      daemon=True).start()
 
 
@@ -222,7 +225,7 @@ def _helpers_for(size: int) -> Helpers | None:
     global _worker_helpers
     count = helper_count()
     if (_worker_helpers is None or _worker_helpers.broken) and size >= HELPERS_MIN_FILE_BYTES and count > 0:
-        _worker_helpers = Helpers.start(count, initializer=_watch_parent)
+        _worker_helpers = Helpers.start(count, initializer=partial(_watch_parent, os.getpid()))
     return _worker_helpers
 
 

@@ -713,3 +713,16 @@ def test_real_server_answers_and_leaves_no_loader_behind(start_server, api, tmp_
             and Path(f"/proc/{w}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
     assert not left, f"loader processes outlived the server: {left}"
     assert "unhandled error" not in server.log() and "Traceback" not in server.log(), server.log()
+
+
+def test_a_loader_whose_server_died_while_it_started_leaves():
+    """A loader's pool starts it on demand; when the server died during its imports, the loader found
+    init as its parent, watched init instead, and stayed forever (with its resource tracker)."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    loader = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
+                               "from profboard.server.store import _watch_parent\n"
+                               "_watch_parent(int(sys.argv[1])); time.sleep(60)", gone.stdout.strip()])
+    try:
+        assert loader.wait(timeout=20) == 0
+    finally:
+        loader.kill()
