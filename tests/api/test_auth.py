@@ -207,11 +207,12 @@ def test_auth_settings_repr_hides_the_token():
     assert TOKEN not in repr(Settings(logdir="x", token=TOKEN))
 
 
-def test_auth_is_off_without_a_token(start_server, tmp_path: Path):
-    # The conftest server has no token: everything answers as before (the other API tests rely on it).
-    plain = start_server(LOGDIR, tmp_path, expect=[RUN])
+def test_auth_is_off_without_a_token(start_app):
+    # The conftest app has no token: everything answers as before (the other API tests rely on it).
+    plain = start_app(LOGDIR, expect=[RUN])
     assert plain.get("/api/runs").status_code == 200
     assert plain.get("/").status_code == 200
+    plain.stop()
 
 
 def _status(app, path: str, headers: list[tuple[bytes, bytes]]) -> int:

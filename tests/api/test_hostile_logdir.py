@@ -1,6 +1,6 @@
 """A logdir holding what no trace should be: FIFOs, links to secrets, to devices and to the whole
-disk. Against the real server: the good run loads, the others fail with a clear message, and no
-byte of a file outside the logdir reaches an answer."""
+disk. The app with its loader processes (in-process, no parse cache): the good run loads, the others
+fail with a clear message, and no byte of a file outside the logdir reaches an answer."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ ODD_RUN = "odd\\xff\\xfe name"  # as /api/runs names the folder b"odd\xff\xfe na
 
 
 @pytest.fixture(scope="module")
-def hostile(tmp_path_factory, start_server):
+def hostile(tmp_path_factory, start_app):
     tmp = tmp_path_factory.mktemp("hostile")
     root = tmp / "logdir"
     shutil.copytree(GOOD, root / "good")
@@ -39,9 +39,9 @@ def hostile(tmp_path_factory, start_server):
     trace = next((root / odd).iterdir())
     trace.rename(trace.with_name(os.fsdecode(b"w\xff") + trace.name[trace.name.index("."):]))
     started = time.monotonic()
-    server = start_server(root, tmp, expect=["good", "fifo0", "passwd", ODD_RUN], timeout=60,
-                          extra_args=["--no-cache"])
-    return server, time.monotonic() - started
+    server = start_app(root, expect=["good", "fifo0", "passwd", ODD_RUN], timeout=60)
+    yield server, time.monotonic() - started
+    server.stop()
 
 
 def test_hostile_logdir_good_run_loads(hostile):

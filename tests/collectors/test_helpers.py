@@ -84,7 +84,8 @@ def test_export_without_a_handler_writes_gzip(tmp_path):
 def test_print_top_tables(tmp_path, capsys):
     prof = make_profiler(tmp_path, "run_c", wait=0, warmup=1, active=2)
     _train(prof, 3)
-    text = print_top_tables(prof, n=10)
+    # every operator: which ten come first depends on CPU timings (under load aten::addmm fell out)
+    text = print_top_tables(prof, n=100)
     assert "Top operators by CPU time" in text and "Top operators by input shape" in text
     assert "aten::addmm" in text and text in capsys.readouterr().out
     # with_stack's Python frames (the test runner's own, outermost) are not operators

@@ -1,6 +1,6 @@
-"""`profboard collect` on the CPU, as CI runs it: the workloads write runs that the real server
-loads, with what each workload is about visible in its views (the slow loss's host reads, the
-slowed rank named as the straggler)."""
+"""`profboard collect` on the CPU, as CI runs it: the workloads write runs that profboard (the app
+in-process, tests/conftest.py) loads, with what each workload is about visible in its views (the
+slow loss's host reads, the slowed rank named as the straggler)."""
 
 from __future__ import annotations
 
@@ -23,18 +23,22 @@ def collect(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def collected(tmp_path_factory, start_server):
+def collected(tmp_path_factory, start_app):
     logdir = tmp_path_factory.mktemp("collected")
     collect("loss_sync", "--logdir", str(logdir), "--device", "cpu")
     collect("loss_sync", "--fixed", "--logdir", str(logdir), "--device", "cpu", "--repeat", "2")
     # six steps: CPU timings are noisy, the slowed rank must be last at most of them
     collect("ddp", "--logdir", str(logdir), "--device", "cpu", "--straggler", "1", "--nproc", "2", "--steps", "6")
-    runs = ["loss_sync_before", "loss_sync_after", "ddp_straggler_rank1"]
-    return start_server(logdir, tmp_path_factory.mktemp("collected_server"), expect=runs, timeout=120)
+    app = start_app(logdir, expect=["loss_sync_before", "loss_sync_after", "ddp_straggler_rank1"], timeout=120)
+    yield app
+    app.stop()
 
 
-def test_list_names_every_workload():
-    out = collect("--list").stdout
+def test_list_names_every_workload(capsys):
+    from profboard.server.cli import main
+
+    assert main(["collect", "--list"]) == 0  # in this process: a fresh Python would spend seconds importing torch
+    out = capsys.readouterr().out
     assert [line.split()[0] for line in out.splitlines()] == ["resnet50", "loss_sync", "compile", "transformer", "ddp"]
 
 
