@@ -41,6 +41,20 @@ def require_fixture(relative: str) -> Path:
     return path
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`-n N --dist loadgroup`): a module's tests run on one worker, as its module
+    fixtures expect, and so do all tests of the shared fixture traces, each read once per run
+    (tests/fixtures_agreement/shared_traces.py)."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            module = item.nodeid.split("::")[0].removeprefix("tests/").removesuffix(".py")
+            group = "fixture_traces" if "fixture_trace" in item.fixturenames else module
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     if not FIXTURES.is_dir():
