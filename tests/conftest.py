@@ -41,18 +41,24 @@ def require_fixture(relative: str) -> Path:
     return path
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`-n N --dist loadgroup`): a module's tests run on one worker, as its module
-    fixtures expect, and so do all tests of the shared fixture traces, each read once per run
-    (tests/fixtures_agreement/shared_traces.py)."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            module = item.nodeid.split("::")[0].removeprefix("tests/").removesuffix(".py")
-            group = "fixture_traces" if "fixture_trace" in item.fixturenames else module
-            item.add_marker(pytest.mark.xdist_group(group))
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Under pytest-xdist with `--dist loadgroup` (make test): a module's tests run together on one
+    worker, as its module fixtures expect (a module split over two workers sets them up twice; the
+    collectors' fixture alone costs 25 s), and all the shared-fixture agreement tests run on one
+    worker, so each shared trace is read once per run (tests/fixtures_agreement/shared_traces.py).
+
+    A scheduler rather than xdist_group marks: xdist 3.8 puts a test's group into its node id, which
+    pytest 9.2 no longer lets a plugin change, so the marks were silently ignored."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::")[0]
+            return "fixtures_agreement" if module.startswith("tests/fixtures_agreement/") else module
+
+    return ByModule(config, log)
 
 
 @pytest.fixture(scope="session")
