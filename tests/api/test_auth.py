@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+import aio
 from processes import free_port, stop_process
 
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (pip install -e '.[test]')")
@@ -217,7 +218,6 @@ def test_auth_is_off_without_a_token(start_app):
 
 def _status(app, path: str, headers: list[tuple[bytes, bytes]]) -> int:
     """Drive an ASGI app with one GET; returns the response status."""
-    import asyncio
 
     sent: list[dict] = []
 
@@ -229,7 +229,7 @@ def _status(app, path: str, headers: list[tuple[bytes, bytes]]) -> int:
 
     scope = {"type": "http", "method": "GET", "path": path, "query_string": b"", "headers": headers,
              "scheme": "http"}
-    asyncio.run(app(scope, receive, send))
+    aio.run(app(scope, receive, send))
     return sent[0]["status"]
 
 
@@ -338,7 +338,7 @@ def test_auth_concurrent_login_posts_are_counted_one_by_one():
     async def burst() -> list[int]:
         return await asyncio.gather(*(post(n) for n in range(30)))
 
-    assert Counter(asyncio.run(burst())) == {401: FAILURES_PER_CLIENT, 429: 30 - FAILURES_PER_CLIENT}
+    assert Counter(aio.run(burst())) == {401: FAILURES_PER_CLIENT, 429: 30 - FAILURES_PER_CLIENT}
 
 
 class _Clock:

@@ -11,11 +11,12 @@ of the middleware itself (websockets, `*`, the order against the token) run in-p
 
 from __future__ import annotations
 
-import asyncio
 import socket
 from pathlib import Path
 
 import pytest
+
+import aio
 
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (pip install -e '.[test]')")
 
@@ -184,7 +185,7 @@ def _drive(app, scope_type: str, headers: dict[str, str], path: str = "/api/runs
              "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]}
     if scope_type == "http":
         scope["method"] = "GET"
-    asyncio.run(app(scope, receive, send))
+    aio.run(app(scope, receive, send))
     return sent
 
 
