@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 
 from profboard.server.trace.parallel import helper_count
+from serving import code_version
 
 TARGET_S = 20.0
 TARGET_RSS_BYTES = 4_000_000_000
@@ -78,19 +79,6 @@ def _child(trace: Path, timeout: float, helpers: int) -> dict:
         reason = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}"
         return {"error": f"{reason}: {proc.stderr.strip()[-2000:]}"}
     return json.loads(proc.stdout)
-
-
-def _code_version() -> str:
-    """The commit measured, with "+dirty" when server/ has uncommitted changes (others edit it)."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "server"], cwd=root, capture_output=True,
-                               text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + ("+dirty" if dirty else "")
 
 
 def _median(runs: list[dict], key: str) -> float | None:
@@ -169,7 +157,7 @@ def main() -> None:
     source = args.source or manifest.get("source")
     copies = args.copies or manifest.get("copies")
 
-    result: dict = {"trace": str(trace), "size_bytes": trace.stat().st_size, "code": _code_version(),
+    result: dict = {"trace": str(trace), "size_bytes": trace.stat().st_size, "code": code_version(),
                     "manifest": manifest or None,
                     "targets": {"ready_s": TARGET_S, "peak_rss_bytes": TARGET_RSS_BYTES}}
     runs = []

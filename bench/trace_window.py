@@ -42,21 +42,27 @@ def windows(lo: float, hi: float) -> list[tuple[float, float]]:
     return [(lo, hi)] + out
 
 
+def walk(base: str, width: int, run: str = "run") -> dict:
+    """Asks a server for the lanes of `run`, then for the scripted windows: the lanes' first answer, the
+    windows' latency percentiles, count, largest body and most boxes."""
+    status, first, body = get(f"{base}/api/trace/lanes?run={run}")
+    assert status == 200, body
+    lanes = json.loads(body)
+    times, sizes, boxes = [], [], []
+    for start, end in windows(lanes["start_us"], lanes["end_us"]):
+        status, seconds, body = get(f"{base}/api/trace/window?run={run}&start_us={start!r}&end_us={end!r}&width_px={width}")
+        assert status == 200, body
+        data = json.loads(body)
+        times.append(seconds)
+        sizes.append(len(body))
+        boxes.append(sum(len(l["boxes"]["id"]) for l in data["lanes"]))
+    return {"lanes_first_ms": 1000 * first, **percentiles(times), "windows": len(times),
+            "max_body_bytes": max(sizes), "max_boxes": max(boxes)}
+
+
 def _one_server(trace: Path, width: int) -> dict:
     with serve(trace) as (base, ready, pid):
-        status, first, body = get(f"{base}/api/trace/lanes?run=run")
-        assert status == 200, body
-        lanes = json.loads(body)
-        times, sizes, boxes = [], [], []
-        for start, end in windows(lanes["start_us"], lanes["end_us"]):
-            status, seconds, body = get(f"{base}/api/trace/window?run=run&start_us={start!r}&end_us={end!r}&width_px={width}")
-            assert status == 200, body
-            data = json.loads(body)
-            times.append(seconds)
-            sizes.append(len(body))
-            boxes.append(sum(len(l["boxes"]["id"]) for l in data["lanes"]))
-        return {"ready_s": ready, "lanes_first_ms": 1000 * first, **percentiles(times), "windows": len(times),
-                "max_body_bytes": max(sizes), "max_boxes": max(boxes), "server_peak_rss_bytes": peak_rss_bytes(pid)}
+        return {"ready_s": ready, **walk(base, width), "server_peak_rss_bytes": peak_rss_bytes(pid)}
 
 
 def main() -> None:

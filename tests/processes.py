@@ -1,10 +1,11 @@
-"""Starting and stopping the processes tests run: a free localhost port, and a stop that
-never leaves a child behind."""
+"""Starting and stopping the processes tests run: a free localhost port, a stop that never leaves a
+child behind, and a process's tree of descendants (Linux /proc), to check that none outlives it."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -24,6 +25,32 @@ def stop_process(process: subprocess.Popen, timeout: float = 10) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (state, ppid, ...); [] for a gone process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def living(pids: list[int]) -> list[int]:
+    """Those of `pids` still running (zombies, which hold no memory, are not)."""
+    return [pid for pid in pids if _stat(pid)[:1] not in ([], ["Z"])]
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and all its living descendants, parents first."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        fields = _stat(int(entry.name))
+        if len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    tree = [pid]
+    for parent in tree:  # grows while it is walked: breadth first
+        tree += children.get(parent, [])
+    return living(tree)
 
 
 _MEMORY_RISE = """
