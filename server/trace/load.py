@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .cache import cache_key, load_cached, store_cached
+from .entry import cache_key, load_cached, store_cached
 from .decode import decode_trace
 from .parallel import Helpers, build_tables_parallel
 from .read import DEFAULT_MAX_BYTES, read_trace_bytes

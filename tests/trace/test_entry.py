@@ -19,7 +19,7 @@ import pytest
 
 from profboard.server.analysis.overview import overview
 from profboard.server.trace import load as load_module
-from profboard.server.trace.cache import cache_key, store_cached
+from profboard.server.trace.entry import cache_key, store_cached
 from profboard.server.trace.load import load_trace
 from profboard.server.trace.tables import TraceTables
 from synth import Trace, to_bytes, write_trace
