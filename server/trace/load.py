@@ -1,16 +1,19 @@
-"""Load one trace file into TraceTables: from the cache when it can, else parse and cache."""
+"""Load one trace file: parse it into TraceTables, and keep it in the store (server/trace/entry.py)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Callable
 
-from .entry import cache_key, load_cached, store_cached
 from .decode import decode_trace
+from .entry import Entry, entry_key, open_entry, write_entry
 from .parallel import Helpers, build_tables_parallel
 from .read import DEFAULT_MAX_BYTES, read_trace_bytes
 from .tables import TraceTables, build_tables
 
 Progress = Callable[[float], None]
+
+log = logging.getLogger("profboard")
 
 
 def parse_trace_bytes(data: bytes, on_progress: Progress | None = None) -> TraceTables:
@@ -22,12 +25,35 @@ def load_trace(path: str, size: int, mtime: float, *, cache_dir: str | None = No
                max_bytes: int = DEFAULT_MAX_BYTES, on_progress: Progress | None = None,
                helpers: Helpers | None = None) -> TraceTables:
     """Tables of the trace at `path` (local path or fsspec URL); progress goes 0..1. With
-    `helpers`, a big trace's events are decoded on them too."""
-    key = cache_key(path, size, mtime)
-    if cache_dir:
-        cached = load_cached(cache_dir, key, path)
-        if cached is not None:
-            return cached
+    `cache_dir`, read memory-mapped from its store entry when it has a good one, else parsed and
+    stored there (a store that cannot be written is logged, not an error). With `helpers`, a big
+    trace's events are decoded on them too."""
+    return store_trace(path, size, mtime, [cache_dir] if cache_dir else [], max_bytes=max_bytes,
+                       on_progress=on_progress, helpers=helpers)[1]
+
+
+def store_trace(path: str, size: int, mtime: float, stores: list[str], *, max_bytes: int = DEFAULT_MAX_BYTES,
+                on_progress: Progress | None = None, helpers: Helpers | None = None
+                ) -> tuple[Entry | None, TraceTables]:
+    """The trace's store entry and tables: the entry in the first of `stores` when it has a good one,
+    else the trace parsed and written to the first store that takes it (None when none does)."""
+    key = entry_key(path, size, mtime)
+    if stores:
+        entry = open_entry(stores[0], key, path)
+        if entry is not None:
+            return entry, entry.tables()
+    tables = parse_trace(path, max_bytes, on_progress, helpers)
+    for store in stores:
+        try:
+            return write_entry(store, key, tables), tables
+        except Exception as exc:  # disk full, read-only folder: the next store, or none
+            log.warning("cannot write the store entry of %s in %s: %s: %s", path, store, type(exc).__name__, exc)
+    return None, tables
+
+
+def parse_trace(path: str, max_bytes: int = DEFAULT_MAX_BYTES, on_progress: Progress | None = None,
+                helpers: Helpers | None = None) -> TraceTables:
+    """Parse the trace at `path` into tables; raises TraceFormatError when nothing can be recovered."""
     report = on_progress or (lambda _: None)
     raw = read_trace_bytes(path, max_bytes)
     report(0.25)
@@ -39,6 +65,4 @@ def load_trace(path: str, size: int, mtime: float, *, cache_dir: str | None = No
 
     tables = build_tables_parallel(decoded, helpers, progress) if helpers else build_tables(decoded, progress)
     tables.warnings[:0] = raw.warnings
-    if cache_dir:
-        store_cached(cache_dir, key, tables)
     return tables

@@ -19,7 +19,7 @@ import pytest
 
 from profboard.server.analysis.overview import overview
 from profboard.server.trace import load as load_module
-from profboard.server.trace.entry import cache_key, store_cached
+from profboard.server.trace.entry import entry_key, write_entry
 from profboard.server.trace.load import load_trace
 from profboard.server.trace.tables import TraceTables
 from synth import Trace, to_bytes, write_trace
@@ -112,7 +112,7 @@ def test_changed_identity_is_a_miss(tmp_path, trace_file, monkeypatch, change):
         os.link(trace_file[0], path)
     load_trace(path, size, mtime, cache_dir=cache)
     assert reads.calls == 1
-    assert cache_key(path, size, mtime) != cache_key(*trace_file)
+    assert entry_key(path, size, mtime) != entry_key(*trace_file)
 
 
 def test_rewritten_file_is_reparsed(tmp_path, monkeypatch):
@@ -142,13 +142,13 @@ def test_one_entry_per_key_and_no_temporary_leftovers(tmp_path, trace_file):
     cache = tmp_path / "cache"
     load_trace(*trace_file, cache_dir=str(cache))
     load_trace(*trace_file, cache_dir=str(cache))
-    assert [p.name for p in cache.iterdir()] == [cache_key(*trace_file)]
+    assert [p.name for p in cache.iterdir()] == [entry_key(*trace_file)]
 
 
 def test_damaged_entry_is_a_miss(tmp_path, trace_file, monkeypatch):
     cache = tmp_path / "cache"
     first = load_trace(*trace_file, cache_dir=str(cache))
-    (cache / cache_key(*trace_file) / "events.arrow").write_bytes(b"not arrow")
+    (cache / entry_key(*trace_file) / "events.arrow").write_bytes(b"not arrow")
     reads = Reads(monkeypatch)
     again = load_trace(*trace_file, cache_dir=str(cache))
     assert reads.calls == 1
@@ -238,7 +238,7 @@ def rewrite_with(change: Callable[[TraceTables], TraceTables]) -> Callable[[Path
     (as a parser whose columns changed without a version bump would leave)."""
     def corrupt(entry: Path, tables: TraceTables) -> None:
         shutil.rmtree(entry)
-        store_cached(str(entry.parent), entry.name, change(tables))
+        write_entry(str(entry.parent), entry.name, change(tables))
         assert entry.is_dir()
     return corrupt
 
@@ -342,7 +342,7 @@ def assert_rebuilt(loads: Loads, fresh: TraceTables, caplog, reason: str) -> Non
     assert reads == 0, "the entry was not rebuilt"
     assert_same_tables(fresh, hit)
     assert not caplog.records, [r.getMessage() for r in caplog.records]
-    assert [p.name for p in loads.cache.iterdir()] == [cache_key(*loads.trace_file)], "leftovers in the cache folder"
+    assert [p.name for p in loads.cache.iterdir()] == [entry_key(*loads.trace_file)], "leftovers in the cache folder"
 
 
 @pytest.mark.parametrize(("corrupt", "reason"), CORRUPTIONS)
@@ -350,7 +350,7 @@ def test_damaged_entry_is_detected_and_rebuilt(tmp_path, trace_file, monkeypatch
     cache = tmp_path / "cache"
     fresh = load_trace(*trace_file)
     load_trace(*trace_file, cache_dir=str(cache))
-    corrupt(cache / cache_key(*trace_file), fresh)
+    corrupt(cache / entry_key(*trace_file), fresh)
     assert_rebuilt(Loads(cache, trace_file, monkeypatch), fresh, caplog, reason)
 
 
@@ -359,7 +359,7 @@ def test_a_flipped_byte_anywhere_is_caught(tmp_path, trace_file, monkeypatch, ca
     cache = tmp_path / "cache"
     fresh = load_trace(*trace_file)
     load_trace(*trace_file, cache_dir=str(cache))
-    entry = cache / cache_key(*trace_file)
+    entry = cache / entry_key(*trace_file)
     loads = Loads(cache, trace_file, monkeypatch)
     for name in sorted(p.name for p in entry.iterdir()):
         size = (entry / name).stat().st_size
@@ -372,7 +372,7 @@ def test_each_meta_key_missing_or_mistyped_is_caught(tmp_path, trace_file, monke
     cache = tmp_path / "cache"
     fresh = load_trace(*trace_file)
     load_trace(*trace_file, cache_dir=str(cache))
-    entry = cache / cache_key(*trace_file)
+    entry = cache / entry_key(*trace_file)
     loads = Loads(cache, trace_file, monkeypatch)
     keys = list(json.loads((entry / "meta.json").read_bytes()))
     for key in keys:
@@ -388,7 +388,7 @@ def test_a_symlink_for_the_entry_is_removed_not_followed(tmp_path, trace_file, m
     cache = tmp_path / "cache"
     fresh = load_trace(*trace_file)
     load_trace(*trace_file, cache_dir=str(cache))
-    entry = cache / cache_key(*trace_file)
+    entry = cache / entry_key(*trace_file)
     precious = tmp_path / "precious"
     precious.mkdir()
     (precious / "meta.json").write_text("{}")
@@ -435,7 +435,7 @@ def _without_file_mode_override() -> None:
 def test_unreadable_entry_is_rebuilt(tmp_path, trace_file, what):
     cache = tmp_path / "cache"
     load_trace(*trace_file, cache_dir=str(cache))
-    entry = cache / cache_key(*trace_file)
+    entry = cache / entry_key(*trace_file)
     for target in {"files": list(entry.iterdir()), "folder": [entry], "meta": [entry / "meta.json"]}[what]:
         target.chmod(0)
     path, size, mtime = trace_file
@@ -457,7 +457,7 @@ def test_summary_of_a_damaged_entry_has_the_right_numbers_and_no_traceback(tmp_p
 
     first = summary()
     assert first.returncode == 0, first.stderr
-    entry = cache / cache_key(*trace_file)
+    entry = cache / entry_key(*trace_file)
     for corrupt in (edit_meta(lambda doc: _set_key(doc, "warnings")),
                     flip_value("events.arrow", struct.pack("<d", 40.0))):
         corrupt(entry, None)
@@ -487,7 +487,7 @@ def test_server_shows_damaged_entries_ready_with_the_right_numbers(tmp_path, sta
         f = run.file("worker0", "1")
         tables = load_trace(f.path, f.size, f.mtime, cache_dir=str(cache))
         if name in damages:
-            damages[name](cache / cache_key(f.path, f.size, f.mtime), tables)
+            damages[name](cache / entry_key(f.path, f.size, f.mtime), tables)
     server = start_server(logdir, tmp_path, expect=["clean", *damages], cache_dir=cache)
     try:
         runs = server.runs()
