@@ -62,6 +62,9 @@ from .records import clean_row
 from .steps import Steps, detect_steps, step_of
 from .stragglers import align_calls, stragglers
 
+# Version of the summary the trace's store keeps (server/derived.py): bump when it changes.
+SUMMARY_VERSION = 1
+
 # Bytes per element of the `Input type` strings PyTorch writes for tensors.
 ELEMENT_BYTES = {
     "double": 8, "float": 4, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4,
@@ -467,16 +470,18 @@ class WorkerSummary:
     warnings: list[str] = field(default_factory=list)
 
 
-def summarize_worker(name: str, tables: TraceTables) -> WorkerSummary:
-    """One worker's share of the Distributed view (no cross-worker state)."""
+def summarize_worker(name: str, tables: TraceTables, steps: Steps | None = None,
+                     breakdown: pd.DataFrame | None = None) -> WorkerSummary:
+    """One worker's share of the Distributed view (no cross-worker state). `steps` and `breakdown`
+    are the trace's (detect_steps, step_breakdown) when the caller has them."""
     events = tables.events
-    steps = detect_steps(events)
+    steps = detect_steps(events) if steps is None else steps
     calls, warnings = collective_calls(events, steps)
     step_us = steps.ends - steps.starts
     return WorkerSummary(
         identity=worker_identity(name, tables), topology=topology_entry(name, tables),
         overlap=overlap(events, steps), calls=calls,
-        comparison=step_comparison(step_breakdown(events, steps)),
+        comparison=step_comparison(step_breakdown(events, steps) if breakdown is None else breakdown),
         mean_step_us=float(step_us.mean()) if len(step_us) else None,
         groups=process_groups(tables),
         warnings=steps.warnings + warnings)

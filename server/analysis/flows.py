@@ -25,6 +25,8 @@ CATEGORIES = ["ac2g", "fwdbwd"]
 MAX_WINDOW_FLOWS = 500
 # Past this many candidates a window is zoomed far out; counting them exactly is not worth it.
 MAX_COUNTED = 200_000
+# Version of the pairs the trace's store keeps (server/derived.py): bump when build_flows changes.
+FLOWS_VERSION = 1
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,9 @@ OpGrouping = Literal["name", "name_shape"]
 _NOT_OPERATORS = ("DataParallel.forward", "DistributedDataParallel.forward")
 _NOT_OPERATOR_PREFIXES = ("ProfilerStep#", "Optimizer.", "enumerate(DataLoader)#", "enumerate(DataPipe)#")
 
+# Version of the calls the trace's store keeps (server/derived.py): bump when op_instances or
+# callstacks.op_stacks changes.
+OP_INSTANCES_VERSION = 1
 _SUMS = ("device_self_us", "device_total_us", "host_self_us", "host_total_us", "tc_self_us", "tc_total_us")
 
 

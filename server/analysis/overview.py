@@ -38,12 +38,16 @@ from ..trace.tables import TraceTables
 from . import ranges
 from .categories import role_masks
 from .optree import OpTree
-from .recommendations import Context, recommend
+from .recommendations import Context, recommend, recommend_across_ranks
 from .records import clean_row
 from .steps import Steps, detect_steps
 from .tensor_cores import uses_tensor_cores
 
 CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
+
+# Versions of what the trace's store keeps (server/derived.py): bump when the result changes.
+BREAKDOWN_VERSION = 1  # step_breakdown
+OVERVIEW_VERSION = 1  # worker_overview, with every rule of RULES and the analyses they read
 
 
 def step_breakdown(events: pd.DataFrame, steps: Steps) -> pd.DataFrame:
@@ -150,9 +154,24 @@ def overview(tables: TraceTables, tree_of: Callable[[], OpTree] | None = None,
     warnings. `tree_of` gives the trace's operator tree when the caller has it memoised;
     `distributed_of` the run's Distributed view, in which this trace is `worker`, when the run
     has other workers (for the rules across ranks)."""
+    own = worker_overview(tables, tree_of)
+    view = distributed_of() if distributed_of is not None else None
+    return across_ranks(own, view, worker) if view else own
+
+
+def across_ranks(own: dict[str, Any], view: dict[str, Any], worker: str | None) -> dict[str, Any]:
+    """A worker's overview (`worker_overview`'s) with the findings of the rules across ranks, read
+    in the run's Distributed view `view` as `worker`; `own` is not changed."""
+    return {**own, "recommendations": recommend_across_ranks(own["recommendations"], view, worker)}
+
+
+def worker_overview(tables: TraceTables, tree_of: Callable[[], OpTree] | None = None, steps: Steps | None = None,
+                    breakdown: pd.DataFrame | None = None) -> dict[str, Any]:
+    """The overview of one worker on its own (no rule across ranks). `steps` and `breakdown` are
+    the trace's (detect_steps, step_breakdown) when the caller has them."""
     events = tables.events
-    steps = detect_steps(events)
-    breakdown = step_breakdown(events, steps)
+    steps = detect_steps(events) if steps is None else steps
+    breakdown = step_breakdown(events, steps) if breakdown is None else breakdown
     rows = _step_rows(breakdown, steps)
     average = clean_row({k: float(breakdown[k].mean()) for k in breakdown.columns if k != "step"})
     gpus = gpu_summary(events, steps, tables.metadata.get("deviceProperties") or [])
@@ -160,6 +179,6 @@ def overview(tables: TraceTables, tree_of: Callable[[], OpTree] | None = None,
         "steps": rows,
         "average": average,
         "gpus": gpus,
-        "recommendations": recommend(Context(tables, steps, breakdown, gpus, tree_of, distributed_of, worker)),
+        "recommendations": recommend(Context(tables, steps, breakdown, gpus, tree_of)),
         "warnings": list(tables.warnings) + steps.warnings,
     }

@@ -4,7 +4,9 @@ evidence (time ranges, event ids) that opens the Trace view on the place.
 Every rule is a pure function of a `Context` (the trace's tables and the analyses rules share)
 returning findings; its thresholds are module constants next to it, and each finding repeats
 the thresholds it was judged by. Rules live in `server/analysis/rules/`, one module per topic;
-`RULES` lists them. Findings are sorted most severe first.
+`RULES` lists them. Rules across ranks (`RUN_RULES`) read the run's Distributed view once the
+run's other workers are loaded, and add findings to one worker's or add to them, so a worker's
+own findings are made once, at load. Findings are sorted most severe first.
 
 A finding: `id` (stable), `severity` (high|medium|low), `title` (one line), `detail` (what to
 do), `numbers` (the measured values, plain units: us, bytes, 0..1 ratios, counts),
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 
@@ -31,26 +33,18 @@ Finding = dict[str, Any]
 
 @dataclass
 class Context:
-    """What rules read. Shared analyses are computed on first use; the API passes its memoised
-    operator tree so that a trace's tree is built once."""
+    """What rules read. Shared analyses are computed on first use; the caller passes the trace's
+    operator tree when it has it, so that a trace's tree is built once."""
 
     tables: TraceTables
     steps: Steps
     breakdown: pd.DataFrame  # overview.step_breakdown: per step, time per category
     gpus: list[dict[str, Any]]  # overview.gpu_summary
     tree_of: Callable[[], OpTree] | None = None
-    # The run's Distributed view of this span (distributed.combine's object) when other workers
-    # of the run are loaded, and this worker's name in it; cross-worker rules read them.
-    distributed_of: Callable[[], dict[str, Any] | None] | None = None
-    worker: str | None = None
 
     @cached_property
     def tree(self) -> OpTree:
         return self.tree_of() if self.tree_of is not None else build_op_tree(self.tables.events)
-
-    @cached_property
-    def distributed(self) -> dict[str, Any] | None:
-        return self.distributed_of() if self.distributed_of is not None else None
 
     @cached_property
     def step_time_us(self) -> float:
@@ -74,6 +68,8 @@ class Context:
 
 
 Rule = Callable[[Context], list[Finding]]
+# (one worker's findings, the run's Distributed view, the worker's name in it) -> the findings
+RunRule = Callable[[list[Finding], dict[str, Any], str | None], list[Finding]]
 _SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2}
 
 
@@ -97,4 +93,21 @@ def recommend(ctx: Context, rules: tuple[Rule, ...] | None = None) -> list[Findi
     found: list[Finding] = []
     for rule in RULES if rules is None else rules:
         found += rule(ctx)
+    return _by_severity(found)
+
+
+def recommend_across_ranks(found: list[Finding], view: dict[str, Any], worker: str | None,
+                           rules: Sequence[RunRule] | None = None) -> list[Finding]:
+    """One worker's findings (`recommend`'s) with the rules across ranks applied: `view` is the
+    run's Distributed view (distributed.combine's object), in which this trace is `worker`. The
+    same findings, in the same order, as if every rule had run together; `found` is not changed."""
+    from .rules import RUN_RULES
+
+    for rule in RUN_RULES if rules is None else rules:
+        found = rule(found, view, worker)
+    return _by_severity(found)
+
+
+def _by_severity(found: list[Finding]) -> list[Finding]:
+    # Stable: rule order within a severity, and the rules across ranks come after the others.
     return sorted(found, key=lambda f: _SEVERITY_RANK[f["severity"]])

@@ -28,6 +28,8 @@ from . import ranges
 from .names import name_mask
 
 STEP_PREFIX = "ProfilerStep#"
+# Version of the steps the trace's store keeps (server/derived.py): bump when detect_steps changes.
+STEPS_VERSION = 1
 _HOST_STEP_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
 # Host kinds whose extent defines the single step of a trace without ProfilerStep.
 _HOST_EXTENT_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..recommendations import Rule
+from ..recommendations import Rule, RunRule
 from . import step_shares, utilization
 from . import memory, parallel, syncs, tensor_cores
 from . import compile, launch, straggler
@@ -18,5 +18,10 @@ RULES: tuple[Rule, ...] = (
     parallel.ddp_instead_of_dp,
     compile.graph_breaks,
     launch.launch_bound,
+)
+
+# Rules across ranks, applied after RULES (recommendations.recommend_across_ranks).
+RUN_RULES: tuple[RunRule, ...] = (
+    step_shares.waiting_in_communication,
     straggler.straggler,
 )

@@ -4,11 +4,14 @@
 - `high_communication`: communication not hidden behind compute over 10% of the step; high over 30%.
   When the run's other workers are loaded and at least WAITING_SHARE of this worker's
   communication time is waiting for other ranks (synchronizing, see the Distributed view),
-  the advice is to balance the ranks first: overlapping waiting with compute does not help.
+  the advice is to balance the ranks first: overlapping waiting with compute does not help
+  (`waiting_in_communication`, a rule across ranks).
 Evidence: the three steps where the category took longest.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from ..recommendations import Context, Finding, finding, step_evidence
 
@@ -45,18 +48,24 @@ def dataloader_bound(ctx: Context) -> list[Finding]:
 
 
 def high_communication(ctx: Context) -> list[Finding]:
-    found = _share_rule(
+    return _share_rule(
         ctx, "high_communication", "communication_us", COMMUNICATION_SHARE, COMMUNICATION_HIGH,
         "{share:.1%} of the step time is communication not overlapped with compute",
         "Overlap more communication with computation (DDP bucket sizes, FSDP prefetch), "
         "compress gradients, accumulate gradients over several steps, or raise the batch size.")
-    mine = next((w for w in (ctx.distributed or {}).get("wait", []) if w["worker"] == ctx.worker), None)
-    if not found or mine is None:
+
+
+def waiting_in_communication(found: list[Finding], view: dict[str, Any], worker: str | None) -> list[Finding]:
+    """high_communication read with the run's other ranks: when most of this worker's communication
+    is waiting for them, the finding says to balance the ranks first."""
+    mine = next((w for w in view.get("wait", []) if w["worker"] == worker), None)
+    at = next((i for i, f in enumerate(found) if f["id"] == "high_communication"), None)
+    if at is None or mine is None:
         return found
     wait, comm = mine["average"].get("wait_us") or 0.0, mine["average"].get("communication_us") or 0.0
     if comm <= 0 or wait / comm < WAITING_SHARE:
         return found
-    finding = found[0]
+    finding = {**found[at], "numbers": dict(found[at]["numbers"]), "thresholds": dict(found[at]["thresholds"])}
     finding["numbers"].update(wait_us=round(wait, 3), waiting_ratio=round(wait / comm, 6))
     finding["thresholds"]["waiting_ratio"] = WAITING_SHARE
     finding["detail"] = (
@@ -64,4 +73,4 @@ def high_communication(ctx: Context) -> list[Finding]:
         "is spent in collectives waiting for other ranks to arrive, not moving data, so overlapping it with compute "
         "would not help. Balance the ranks first (see the straggler finding and the Distributed view); then "
         "overlap what remains (DDP bucket sizes, FSDP prefetch).")
-    return found
+    return [*found[:at], finding, *found[at + 1:]]

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..recommendations import Context, Finding, finding
+from ..recommendations import Finding, finding
 
 LAST_SHARE = 0.5
 MIN_DECIDED = 3
@@ -42,10 +42,12 @@ def _evidence(occurrences: list[dict[str, Any]], rank: int | None) -> list[dict[
     return out
 
 
-def straggler(ctx: Context) -> list[Finding]:
-    view = ctx.distributed
-    if not view:
-        return []
+def straggler(findings: list[Finding], view: dict[str, Any], worker: str | None) -> list[Finding]:
+    """`findings` and this rule's, read on `worker` (a rule across ranks)."""
+    return findings + _straggler(view, worker)
+
+
+def _straggler(view: dict[str, Any], worker: str | None) -> list[Finding]:
     found = view["stragglers"]
     named = found["stragglers"]
     if not named or found["decided"] < MIN_DECIDED or (named[0]["last_ratio"] or 0.0) < LAST_SHARE:
@@ -61,7 +63,7 @@ def straggler(ctx: Context) -> list[Finding]:
     if share < WAIT_SHARE:
         return []
 
-    me = next((r["rank"] for r in view["ranks"] if r["worker"] == ctx.worker), None)
+    me = next((r["rank"] for r in view["ranks"] if r["worker"] == worker), None)
     first = named[0]
     who = " and ".join(f"rank {r['rank']} ({r['worker']})" for r in named)
     delay = f"a median {first['median_delay_us'] / 1000:,.1f} ms after the first rank"
