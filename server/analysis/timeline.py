@@ -5,9 +5,12 @@
   its parent); each nesting level is a row, and events that overlap on a GPU stream go to
   extra rows, so none is hidden under another. A thread's Python frames take the top rows,
   its operators, annotations and runtime calls the rows below them.
-- Level of detail: for a window and a width in pixels, events at least `MIN_BOX_PX` wide come
+- Level of detail: for a window and a width in pixels, events at least 1.5 pixels wide come
   back as boxes; runs of narrower ones on a row come back as merged blocks with their count and
-  busy time. Boxes and merged blocks together account for every event in the window.
+  busy time. Boxes and merged blocks together account for every event in the window. Zoomed
+  out, a window reads blocks merged once per trace at widths of 4^k us rather than every event
+  (analysis/lod.py): the same boxes and blocks, except that a block joined from several takes
+  the kind with the most busy time among the joined blocks' own kinds.
 - Counters: GPU utilization (share of time with a kernel running) and Est. SM efficiency
   (blocks per SM, capped at 1, summed over concurrent kernels) per device, averaged per pixel;
   memory allocated / reserved per device (the highest value in each pixel); and the trace's
@@ -24,12 +27,12 @@ import pandas as pd
 
 from ..trace.schema import DEVICE_KINDS, Kind
 from ..trace.tables import TraceTables
-from . import flows, ranges
+from . import flows, lod, ranges
 from .names import regex_mask
 from .optree import OpTree, nest, thread_key
 from .records import clean_row
 
-MIN_BOX_PX = 1.5
+LAYOUT_VERSION = 1  # of what build_layout returns, for the trace's store: bump when it changes
 MAX_BOXES_PER_LANE = 4000
 MAX_SEARCH_MATCHES = 1000
 KINDS = [k.name.lower() for k in Kind]
@@ -153,81 +156,52 @@ def build_layout(tables: TraceTables) -> Layout:
     return Layout(out_lanes, order, start, end, recorded, reach, overhang, segments, lane_of, row_of, extent)
 
 
-def _row_window(layout: Layout, lane: int, row: int, lo_us: float, hi_us: float) -> np.ndarray:
-    """Positions (in layout order) of the events of one row overlapping [lo_us, hi_us]."""
-    a, b = layout.segments[(lane, row)]
-    first = a + np.searchsorted(layout.reach[a:b], lo_us, side="left")
-    last = a + np.searchsorted(layout.start[a:b], hi_us, side="right")
-    picked = np.arange(first, max(first, last))
-    # Events whose end was clipped to their parent may still reach into the window.
-    before = layout.overhang[np.searchsorted(layout.overhang, a):np.searchsorted(layout.overhang, first)]
-    late = before[layout.end[before] >= lo_us]
-    return np.concatenate([late, picked]) if len(late) else picked
-
-
 def window(tables: TraceTables, layout: Layout, start_us: float, end_us: float, width_px: int,
-           lanes: list[int] | None = None) -> dict[str, Any]:
-    """Boxes and merged blocks per lane for the window [start_us, end_us] drawn `width_px` wide."""
+           lanes: list[int] | None = None, blocks: lod.Blocks | None = None) -> dict[str, Any]:
+    """Boxes and merged blocks per lane for the window [start_us, end_us] drawn `width_px` wide,
+    zoomed out read from `blocks` (lod.build_blocks) where given, else from the events."""
     events = tables.events
     name_codes = events["name"].cat.codes.to_numpy()
     kind = events["kind"].to_numpy()
-    px_per_us = width_px / max(end_us - start_us, 1e-9)
+    us_per_px = max(end_us - start_us, 1e-9) / width_px
+    level = lod.level_for(blocks, us_per_px)
     wanted = range(len(layout.lanes)) if lanes is None else [i for i in lanes if 0 <= i < len(layout.lanes)]
     used_names: dict[int, int] = {}
     out = []
     for lane in wanted:
-        positions = [(row, _row_window(layout, lane, row, start_us, end_us))
-                     for row in range(layout.lanes[lane]["rows"]) if (lane, row) in layout.segments]
-        threshold = MIN_BOX_PX
+        parts = [(row, *lod.row_parts(layout, blocks, level, *layout.segments[(lane, row)], start_us, end_us))
+                 for row in range(layout.lanes[lane]["rows"]) if (lane, row) in layout.segments]
+        threshold = lod.MIN_BOX_PX
         while True:
-            wide = sum(int((layout.dur[p] >= threshold / px_per_us).sum()) for _, p in positions)
+            wide = sum(int((layout.dur[singles] >= threshold * us_per_px).sum()) for _, singles, _ in parts)
             if wide <= MAX_BOXES_PER_LANE:
                 break
             threshold *= 2
         boxes: dict[str, list] = {"id": [], "start_us": [], "dur_us": [], "row": [], "name": [], "kind": []}
         merged: dict[str, list] = {"start_us": [], "end_us": [], "row": [], "count": [], "busy_us": [], "kind": []}
-        for row, picked in positions:
-            if not len(picked):
-                continue
-            s, e, d = layout.start[picked], layout.end[picked], layout.dur[picked]
-            is_wide = d * px_per_us >= threshold
-            rows = layout.order[picked[is_wide]]
+        for row, singles, row_blocks in parts:
+            is_box = layout.dur[singles] >= threshold * us_per_px
+            shown = singles[is_box]
+            rows = layout.order[shown]
             boxes["id"] += rows.tolist()
-            boxes["start_us"] += s[is_wide].tolist()
-            boxes["dur_us"] += d[is_wide].tolist()
+            boxes["start_us"] += layout.start[shown].tolist()
+            boxes["dur_us"] += layout.dur[shown].tolist()
             boxes["row"] += [row] * len(rows)
             boxes["name"] += [used_names.setdefault(int(c), len(used_names)) for c in name_codes[rows]]
             boxes["kind"] += kind[rows].tolist()
-            _merge_narrow(merged, row, np.flatnonzero(~is_wide), s, e, d, kind[layout.order[picked]],
-                          start_us, px_per_us)
+            runs = lod.merge_runs(layout, kind, singles[~is_box], row_blocks, us_per_px)
+            merged["start_us"] += runs.start_us.tolist()
+            merged["end_us"] += runs.end_us.tolist()
+            merged["row"] += [row] * len(runs.first)
+            merged["count"] += (runs.stop - runs.first).tolist()
+            merged["busy_us"] += runs.busy_us.tolist()
+            merged["kind"] += runs.kind.tolist()
         out.append({"id": lane, "boxes": boxes, "merged": merged})
     categories = events["name"].cat.categories
     names = [""] * len(used_names)
     for code, index in used_names.items():
         names[index] = str(categories[code]) if code >= 0 else ""
     return {"start_us": start_us, "end_us": end_us, "width_px": width_px, "names": names, "lanes": out}
-
-
-def _merge_narrow(merged: dict[str, list], row: int, narrow: np.ndarray, s: np.ndarray, e: np.ndarray,
-                  d: np.ndarray, kinds: np.ndarray, origin: float, px_per_us: float) -> None:
-    """Runs of narrow events with less than a pixel between them (and no box) become one block,
-    of the kind that has most of its busy time."""
-    if not len(narrow):
-        return
-    s, e, d, kinds = s[narrow], e[narrow], d[narrow], kinds[narrow]
-    start_px = (s - origin) * px_per_us
-    end_px = (e - origin) * px_per_us
-    new = np.ones(len(narrow), dtype=bool)
-    new[1:] = (np.diff(narrow) != 1) | (start_px[1:] - end_px[:-1] > 1.0)
-    first = np.flatnonzero(new)
-    merged["start_us"] += s[first].tolist()
-    merged["end_us"] += np.maximum.reduceat(e, first).tolist()
-    merged["row"] += [row] * len(first)
-    merged["count"] += np.diff(np.append(first, len(narrow))).tolist()
-    merged["busy_us"] += np.add.reduceat(d, first).tolist()
-    present = np.unique(kinds)
-    busy_by_kind = np.stack([np.add.reduceat(np.where(kinds == k, d, 0.0), first) for k in present])
-    merged["kind"] += present[np.argmax(busy_by_kind, axis=0)].tolist()
 
 
 def search(tables: TraceTables, layout: Layout, query: str, regex: bool = False) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from profboard.server.analysis import timeline
+from profboard.server.analysis import lod, timeline
 from profboard.server.analysis.flows import build_flows
 from profboard.server.analysis.names import BadPattern, regex_mask
 from profboard.server.analysis.optree import build_op_tree
@@ -67,6 +67,142 @@ def test_window_caps_boxes_per_lane(monkeypatch):
     lane = timeline.window(tables, layout, 0, 500, 2000)["lanes"][0]
     assert len(lane["boxes"]["id"]) <= 10
     assert len(lane["boxes"]["id"]) + sum(lane["merged"]["count"]) == 50
+
+
+def busy_trace(seed: int = 0) -> Trace:
+    """Bursts of 1-2 us events with gaps of 0.5-3 us between idle stretches of 0.1-3 ms, around
+    longer events that nest runtime calls and tiny ops, on two threads, and kernels on a stream
+    (some overlapping, so a second row), over about 0.1 s: about 5,000 events."""
+    rng = np.random.default_rng(seed)
+    t = Trace()
+    t.annotation("step", 0, 100_000)
+    for tid, stream in ((1000, 7), (2000, 8)):
+        now = 10.0
+        while now < 95_000:
+            if rng.random() < 0.3:  # a long operator with runtime calls and tiny ops inside
+                dur = float(rng.uniform(50, 800))
+                t.op("aten::long", now, dur, tid=tid)
+                inner = now + 1
+                while inner < now + dur - 5:
+                    small = float(rng.uniform(0.5, 2))
+                    t.runtime("cudaLaunchKernel", inner, small, tid=tid) if rng.random() < 0.5 else \
+                        t.op("aten::tiny", inner, small, tid=tid)
+                    inner += small + float(rng.uniform(0.5, 3))
+                now += dur + float(rng.uniform(1, 5))
+            for _ in range(int(rng.integers(20, 120))):  # a burst of tiny events
+                small = float(rng.uniform(0.5, 2))
+                t.runtime("cudaLaunchKernel", now, small, tid=tid)
+                t.kernel("k", now + 30, small, stream=stream)
+                if rng.random() < 0.05:
+                    t.kernel("k_side", now + 30.2, small, stream=stream)  # overlaps: a second row
+                now += small + float(rng.uniform(0.5, 3))
+            now += float(rng.uniform(100, 3000))
+    return t
+
+
+def walk(lo: float, hi: float) -> list[tuple[float, float]]:
+    """The whole trace, zooming in 1.6x a step towards 37 % of the way in with a small pan each
+    step, down to 2 us, then out by 3x a step."""
+    out = [(lo, hi)]
+    center, width = lo + 0.37 * (hi - lo), hi - lo
+    while width > 2:
+        width /= 1.6
+        center += 0.03 * width
+        out.append((center - width / 2, center + width / 2))
+    while width < hi - lo:
+        width *= 3
+        center -= 0.1 * width
+        out.append((center - width / 2, center + width / 2))
+    return out
+
+
+def covered(starts: list[float], ends: list[float], lo: float, hi: float) -> np.ndarray:
+    """Which of the window's `len(x)` sample points the intervals cover."""
+    x = np.linspace(lo, hi, 4001)
+    hit = np.zeros(len(x), dtype=bool)
+    for a, b in zip(starts, ends):
+        hit |= (x >= a) & (x <= b)
+    return hit
+
+
+@pytest.fixture(scope="module")
+def busy():
+    tables, layout = layout_of(busy_trace())
+    return tables, layout, lod.build_blocks(tables, layout)
+
+
+@pytest.mark.parametrize("width_px, max_boxes", [
+    pytest.param(700, timeline.MAX_BOXES_PER_LANE, id="700px"),
+    pytest.param(700, 25, id="700px-25-boxes"),
+    pytest.param(60, timeline.MAX_BOXES_PER_LANE, id="60px"),
+])
+def test_window_from_blocks_is_the_window_from_events_at_every_zoom(busy, monkeypatch, width_px, max_boxes):
+    monkeypatch.setattr(timeline, "MAX_BOXES_PER_LANE", max_boxes)
+    tables, layout, blocks = busy
+    steps = walk(*layout.extent)
+    levels = {lod.level_for(blocks, (hi - lo) / width_px) for lo, hi in steps}
+    assert -1 in levels and len(levels) >= 4  # the events zoomed in, and three levels or more
+    for lo, hi in steps:
+        ours = timeline.window(tables, layout, lo, hi, width_px, blocks=blocks)
+        read = timeline.window(tables, layout, lo, hi, width_px)
+        assert ours["names"] == read["names"]
+        for got, want in zip(ours["lanes"], read["lanes"]):
+            assert got["boxes"] == want["boxes"]
+            assert len(got["boxes"]["id"]) <= max_boxes
+            g, w = got["merged"], want["merged"]
+            assert (g["start_us"], g["end_us"], g["row"], g["count"]) == (w["start_us"], w["end_us"], w["row"], w["count"])
+            assert g["busy_us"] == pytest.approx(w["busy_us"], rel=1e-12)
+            for row in set(w["row"]):  # what the page paints: equal within a pixel
+                mine = [i for i, r in enumerate(g["row"]) if r == row]
+                theirs = [i for i, r in enumerate(w["row"]) if r == row]
+                assert (covered([g["start_us"][i] for i in mine], [g["end_us"][i] for i in mine], lo, hi)
+                        == covered([w["start_us"][i] for i in theirs], [w["end_us"][i] for i in theirs], lo, hi)).all()
+            stream = layout.lanes[got["id"]]["kind"] == "gpu"
+            assert g["kind"] == w["kind"] or not stream  # one kind per stream row: the same kind
+
+
+def test_window_from_blocks_accounts_for_every_event_in_it(busy):
+    tables, layout, blocks = busy
+    ts, dur = tables.events["ts"].to_numpy(), tables.events["dur"].to_numpy()
+    for lo, hi in walk(*layout.extent):
+        out = timeline.window(tables, layout, lo, hi, 500, blocks=blocks)
+        for lane in out["lanes"]:
+            rows = np.flatnonzero((layout.lane_of == lane["id"]) & (ts <= hi) & (ts + dur >= lo))
+            boxes, merged = lane["boxes"], lane["merged"]
+            assert len(boxes["id"]) + sum(merged["count"]) == len(rows)
+            assert sum(boxes["dur_us"]) + sum(merged["busy_us"]) == pytest.approx(dur[rows].sum(), rel=1e-9)
+
+
+def test_levels_keep_only_widths_that_merge():
+    t = Trace()
+    for i in range(100):  # 1 us every 10 us: 9 us gaps
+        t.op("aten::tiny", 10 * i, 1)
+    tables, layout = layout_of(t)
+    blocks = lod.build_blocks(tables, layout)
+    # 1 and 4 us merge nothing (100 blocks, more than a quarter of 100 events); 16, 64 and 256 us
+    # merge all into one; 1024 us is longer than the trace (991 us)
+    assert blocks.width_us.tolist() == [16, 64, 256]
+    assert np.diff(blocks.bounds).tolist() == [1, 1, 1] and blocks.wide.tolist() == []
+    assert all(isinstance(getattr(blocks, f), np.ndarray) for f in blocks.__dataclass_fields__)  # storable
+    # [305, 705] at 20 us a pixel reads the 16 us level: the block cut to events 31..70
+    (lane,) = timeline.window(tables, layout, 305, 705, 20, blocks=blocks)["lanes"]
+    assert lane["merged"]["count"] == [40] and lane["merged"]["busy_us"] == [40.0]
+    assert lane["merged"]["start_us"] == [310.0] and lane["merged"]["end_us"] == [701.0]
+
+
+def test_blocks_of_several_kinds_take_the_kind_of_most_busy_time():
+    t = Trace()
+    for i in range(10):  # 10 runtime calls of 1 us, then 5 ops of 3 us, 1 us apart
+        t.runtime("cudaLaunchKernel", 2 * i, 1)
+    for i in range(5):
+        t.op("aten::tiny", 20 + 4 * i, 3)
+    t.op("aten::far", 5000, 1)
+    tables, layout = layout_of(t)
+    blocks = lod.build_blocks(tables, layout)
+    (lane,) = timeline.window(tables, layout, 0, 5001, 50, blocks=blocks)["lanes"]  # 100 us a pixel
+    # runtime calls 10 us busy, ops 15 us
+    assert lane["merged"]["count"] == [15, 1] and lane["merged"]["busy_us"] == [25.0, 1.0]
+    assert lane["merged"]["kind"] == [timeline.KINDS.index("cpu_op")] * 2
 
 
 def test_search_and_bad_regex():
