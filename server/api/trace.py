@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from ..analysis import flows, timeline
+from ..analysis import flows, lod, timeline
 from ..analysis.callstacks import parse_frame
 from ..analysis.names import BadPattern
 from ..analysis.records import clean_row
@@ -170,6 +170,11 @@ def _layout(sel: Selection, memo: Memo) -> timeline.Layout:
     return memo.get(sel.tables, ("timeline",), lambda: timeline.build_layout(sel.tables))
 
 
+def _blocks(sel: Selection, memo: Memo) -> lod.Blocks:
+    layout = _layout(sel, memo)
+    return memo.get(sel.tables, ("timeline", "blocks"), lambda: lod.build_blocks(sel.tables, layout))
+
+
 def flows_of(sel: Selection, memo: Memo) -> flows.Flows:
     """The selected trace's flow pairs (shared with the torch.compile view)."""
     layout = _layout(sel, memo)
@@ -223,7 +228,8 @@ def get_window(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
         except ValueError:
             raise BadParameter(f"lanes: expected comma-separated lane ids, got {lanes!r}") from None
     arrows = flows.window_flows(sel.tables, flows_of(sel, memo), layout.lane_of, layout.row_of, start, end)
-    return {**timeline.window(sel.tables, layout, start, end, width_px, wanted), "flows": arrows, "warnings": []}
+    answer = timeline.window(sel.tables, layout, start, end, width_px, wanted, _blocks(sel, memo))
+    return {**answer, "flows": arrows, "warnings": []}
 
 
 @router.get("/api/trace/event", response_model=Event)
