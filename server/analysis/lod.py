@@ -205,8 +205,12 @@ def row_parts(layout: Layout, blocks: Blocks | None, level: int, a: int, b: int,
 
 def _cut(layout: Layout, runs: Runs, first: int, last: int) -> Runs:
     """`runs` with the events before position `first` and from `last` on taken out (only the
-    first and the last run can hold any)."""
+    first and the last run can hold any), and without a run that holds none of the others: one
+    around `first` when first == last (the window holds only events that outlast their parent)."""
     lo, hi = np.maximum(runs.first, first), np.minimum(runs.stop, last)
+    if not (lo < hi).all():
+        keep = lo < hi
+        runs, lo, hi = runs.take(keep), lo[keep], hi[keep]
     cut = np.flatnonzero((lo != runs.first) | (hi != runs.stop))
     if not len(cut):
         return runs

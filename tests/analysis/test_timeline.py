@@ -71,8 +71,9 @@ def test_window_caps_boxes_per_lane(monkeypatch):
 
 def busy_trace(seed: int = 0) -> Trace:
     """Bursts of 1-2 us events with gaps of 0.5-3 us between idle stretches of 0.1-3 ms, around
-    longer events that nest runtime calls and tiny ops, on two threads, and kernels on a stream
-    (some overlapping, so a second row), over about 0.1 s: about 5,000 events."""
+    longer events that nest runtime calls and tiny ops (and some an op that outlasts them), on two
+    threads, and kernels on a stream (some overlapping, so a second row), over about 0.1 s: about
+    5,000 events."""
     rng = np.random.default_rng(seed)
     t = Trace()
     t.annotation("step", 0, 100_000)
@@ -88,6 +89,8 @@ def busy_trace(seed: int = 0) -> Trace:
                     t.runtime("cudaLaunchKernel", inner, small, tid=tid) if rng.random() < 0.5 else \
                         t.op("aten::tiny", inner, small, tid=tid)
                     inner += small + float(rng.uniform(0.5, 3))
+                if rng.random() < 0.3:  # one that outlasts its parent
+                    t.op("aten::outlasts", now + dur - 2, float(rng.uniform(3, 400)), tid=tid)
                 now += dur + float(rng.uniform(1, 5))
             for _ in range(int(rng.integers(20, 120))):  # a burst of tiny events
                 small = float(rng.uniform(0.5, 2))
@@ -188,6 +191,25 @@ def test_levels_keep_only_widths_that_merge():
     (lane,) = timeline.window(tables, layout, 305, 705, 20, blocks=blocks)["lanes"]
     assert lane["merged"]["count"] == [40] and lane["merged"]["busy_us"] == [40.0]
     assert lane["merged"]["start_us"] == [310.0] and lane["merged"]["end_us"] == [701.0]
+
+
+def test_window_from_blocks_reads_an_event_that_outlasts_its_parent():
+    t = Trace()
+    t.op("aten::parent", 0, 60)
+    t.op("aten::outlasts", 50, 1500)  # ends at 1550, after its parent: nested, clipped to 60
+    t.op("aten::next_parent", 1990, 110)
+    t.op("aten::next", 2000, 1)  # the row below, 450 us after aten::outlasts: one block at 1024 us
+    for i in range(100):
+        t.op("aten::tiny", 5000 + 2 * i, 1)
+    t.op("aten::last", 9000, 1)
+    tables, layout = layout_of(t)
+    blocks = lod.build_blocks(tables, layout)
+    assert lod.level_for(blocks, 1100) >= 0 and blocks.width_us[lod.level_for(blocks, 1100)] == 1024
+    # [200, 1300] at one pixel: aten::outlasts alone, before the row's first event in the window
+    for answer in (timeline.window(tables, layout, 200, 1300, 1, blocks=blocks), timeline.window(tables, layout, 200, 1300, 1)):
+        (lane,) = answer["lanes"]
+        assert lane["boxes"]["id"] == [] and lane["merged"]["count"] == [1] and lane["merged"]["busy_us"] == [1500.0]
+        assert (lane["merged"]["start_us"], lane["merged"]["end_us"]) == ([50.0], [1550.0])
 
 
 def test_blocks_of_several_kinds_take_the_kind_of_most_busy_time():
