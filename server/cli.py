@@ -7,9 +7,11 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -135,9 +137,39 @@ def serve(argv: list[str]) -> int:
         print(f"profboard: WARNING: listening on {host} without a token: anyone who can reach port {args.port} can "
               "read these traces. Set PROFBOARD_TOKEN (or --token) unless a firewall or proxy guards the port.",
               file=sys.stderr)
-    uvicorn.run(create_app(settings), host=host, port=args.port, log_level="warning",
-                **server_options(args.idle_timeout, args.max_connections))
+    # Stopping kills the loaders mid-load (TraceStore.close), so the semaphores of their helper pools are
+    # left to multiprocessing's resource tracker, which removes them and warns about each: expected, not
+    # news. The tracker, started with the app's store, takes its warning filters from these options.
+    sys.warnoptions.append("ignore::UserWarning:multiprocessing.resource_tracker")
+    app = create_app(settings)
+    # uvicorn stops on SIGTERM as on Ctrl-C, then raises the signal again for its default action, which
+    # killed the process before Python's exit ran: the loader pool's semaphores were left to the
+    # resource tracker, which warned about them. Raised here, it ends the process as Ctrl-C does.
+    signal.signal(signal.SIGTERM, _stopped)
+    try:
+        uvicorn.run(app, host=host, port=args.port, log_level="warning",
+                    timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+                    **server_options(args.idle_timeout, args.max_connections))
+    except _Stop:
+        pass
+    finally:
+        app.state.store.close()  # a second Ctrl-C skips the app's shutdown
+        # Python's exit ends with a garbage collection over every object of the app (a second of CPU on
+        # this machine), for memory the process is about to give back whole.
+        gc.freeze()
     return 0
+
+
+# Seconds a stopping server lets the answers under way finish, before it drops them.
+SHUTDOWN_GRACE_S = 1.0
+
+
+class _Stop(Exception):
+    """SIGTERM, after uvicorn's graceful shutdown."""
+
+
+def _stopped(signum: int, frame: object) -> None:
+    raise _Stop
 
 
 def summary(argv: list[str]) -> int:

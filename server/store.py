@@ -19,6 +19,7 @@ import logging
 import multiprocessing
 import os
 import queue
+import signal
 import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -91,8 +92,23 @@ class TraceStore:
         threading.Thread(target=self._watch, args=(remote,), name="profboard-watch", daemon=True).start()
 
     def close(self) -> None:
+        """Stop at once: queued loads are dropped and the loaders are ended with their helpers, mid-load
+        too. Nothing of a load is worth waiting for (a store entry is renamed into place whole), and a
+        1 GB decode cannot be interrupted: the pool's own shutdown waited for it, and Python's exit
+        waits for the pool, so the server stayed up for a minute after Ctrl-C."""
         self._stop.set()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            pool = self._pool
+        # The pool's processes, a private dict it lets go of on shutdown; read after it, since a load
+        # submitted meanwhile may start one.
+        processes = getattr(pool, "_processes", None) or {}
+        pool.shutdown(wait=False, cancel_futures=True)
+        loaders = list(processes.values())
+        for loader in loaders:
+            _end_loader(loader.pid)
+        deadline = time.monotonic() + _LOADER_EXIT_S
+        for loader in loaders:
+            loader.join(max(0.0, deadline - time.monotonic()))
 
     def _watch(self, scan_first: bool) -> None:
         if scan_first:
@@ -162,7 +178,7 @@ class TraceStore:
 
     def _replace_broken_pool(self) -> None:
         with self._lock:
-            if getattr(self._pool, "_broken", False):
+            if getattr(self._pool, "_broken", False) and not self._stop.is_set():
                 self._pool = self._new_pool()
 
     def _finish(self, task: int, future: Future) -> None:
@@ -203,6 +219,8 @@ class TraceStore:
 
 _worker_progress: Any = None  # this worker process's end of the progress queue
 _worker_helpers: Helpers | None = None
+# How long close() waits for killed loaders to be reaped.
+_LOADER_EXIT_S = 1.0
 # Files from this size up get helpers: a gzip file this big inflates past parallel.PARALLEL_MIN_BYTES.
 HELPERS_MIN_FILE_BYTES = 16 << 20
 
@@ -210,7 +228,24 @@ HELPERS_MIN_FILE_BYTES = 16 << 20
 def _init_worker(progress: Any, server: int) -> None:
     global _worker_progress
     _worker_progress = progress
+    if hasattr(os, "setpgid"):
+        # A group of its own, which the helpers it starts join: Ctrl-C in a terminal signals the whole
+        # foreground group, and loaders would each stop mid-load with a traceback while the server shuts
+        # down; and the server ends a loader with its helpers in one signal (_end_loader).
+        os.setpgid(0, 0)
     _watch_parent(server)
+
+
+def _end_loader(pid: int) -> None:
+    """Kill a loader and the helpers it started (its process group); one still starting, which has no
+    group of its own nor helpers yet, alone."""
+    try:
+        if hasattr(os, "killpg") and os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL if hasattr(signal, "SIGKILL") else signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):  # gone already
+        pass
 
 
 def _watch_parent(parent: int) -> None:

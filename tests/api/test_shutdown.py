@@ -1,0 +1,99 @@
+"""Stopping the real `profboard`: Ctrl-C (SIGINT) and SIGTERM end it within 2 s, also while a big trace
+is loading, and leave nothing behind: not the loaders, not their decode helpers, not the resource
+tracker of their semaphores. A loader mid-load used to hold the server up until the load was done (a
+minute on a 1 GB trace), since Python's exit waits for a process pool's running tasks."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from processes import free_port, living, process_tree, stop_process
+from synth import Trace, to_bytes
+
+httpx = pytest.importorskip("httpx", reason="httpx is not installed (pip install -e '.[test]')")
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+
+STOP_WITHIN_S = 2.0
+TRACE_BYTES = 60 * 10**6  # about 4 s of loading on a 2-core machine, and big enough for decode helpers
+
+
+def _big_trace() -> bytes:
+    """A trace whose event array repeats one step's events until it passes TRACE_BYTES: slow to load,
+    quick to make."""
+    t = Trace()
+    t.step(1, 0, 100_000)
+    for i in range(1000):
+        t.op("aten::mm", i * 100 + 1, 40, input_dims=[[64, 64], [64, 64]])
+        t.launch(i * 100 + 5, 5, i * 100 + 20, 30)
+    doc = t.build()
+    events = to_bytes(doc["traceEvents"])[1:-1]
+    doc["traceEvents"] = []
+    head = to_bytes(doc)
+    assert head.endswith(b'"traceEvents":[]}')  # the array comes last: the copies go in before "]}"
+    return head[:-2] + b",".join([events] * (TRACE_BYTES // len(events) + 1)) + b"]}"
+
+
+@pytest.fixture(scope="module")
+def big_logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    logdir = tmp_path_factory.mktemp("big_logdir")
+    (logdir / "run").mkdir()
+    (logdir / "run" / "worker0.1.pt.trace.json").write_bytes(_big_trace())
+    return logdir
+
+
+def _loading(base: str) -> bool:
+    try:
+        runs = httpx.get(f"{base}/api/runs", timeout=5).json()["runs"]
+    except httpx.TransportError:
+        return False
+    return bool(runs) and runs[0]["status"] == "loading"
+
+
+# Ctrl-C in a terminal signals the whole foreground process group; `kill` and `docker stop` the server alone.
+HOW = {"ctrl-c": (signal.SIGINT, True), "sigint": (signal.SIGINT, False), "sigterm": (signal.SIGTERM, False)}
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_server_stops_within_2s_while_a_big_trace_loads(big_logdir: Path, tmp_path: Path, how: str):
+    from profboard.server.trace.parallel import helper_count
+
+    sig, whole_group = HOW[how]
+    port = free_port()
+    log = tmp_path / "profboard.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen([sys.executable, "-m", "profboard.server.cli", "--logdir", str(big_logdir),
+                                   "--port", str(port), "--cache-dir", str(tmp_path / "cache")],
+                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    tree: list[int] = []
+    try:
+        # The server, the resource tracker, a loader and its helpers, which it starts as it takes the file.
+        wanted = 3 + helper_count()
+        deadline = time.monotonic() + 60
+        while len(tree := process_tree(server.pid)) < wanted or not _loading(f"http://127.0.0.1:{port}"):
+            assert server.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"no loader with helpers at work after 60 s: {tree}\n{log.read_text()}"
+            time.sleep(0.05)
+        started = time.monotonic()
+        if whole_group:
+            os.killpg(server.pid, sig)
+        else:
+            server.send_signal(sig)
+        while living(tree) and time.monotonic() - started < STOP_WITHIN_S:
+            server.poll()  # reaps the server once it exits
+            time.sleep(0.02)
+        left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:120] for pid in living(tree)}
+        assert not left, f"still running {STOP_WITHIN_S} s after {how}: {left}"
+        assert server.wait(timeout=1) == 0
+    finally:
+        stop_process(server)
+        for pid in living(tree):  # what this test started and did not end
+            os.kill(pid, signal.SIGKILL)
+    text = log.read_text()
+    assert "Traceback" not in text and "leaked" not in text, text
