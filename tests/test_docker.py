@@ -1,6 +1,7 @@
 """docker/ without a Docker engine: the files lint clean (hadolint, from the `test` extra), the
 wheel the images install holds every template and static file, and the dashboard image's exact
-ENTRYPOINT and HEALTHCHECK commands work outside Docker, with and without a token.
+ENTRYPOINT and HEALTHCHECK commands work outside Docker, with and without a token, and leave nothing
+running once stopped.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from processes import free_port, stop_process
+from processes import free_port, living, process_tree, stop_process
 
 
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (pip install -e '.[test]')")
@@ -165,6 +167,21 @@ def _image_env(tmp_path: Path, token: str | None) -> dict[str, str]:
     return env
 
 
+def _stop(process: subprocess.Popen) -> dict[int, str]:
+    """Stop the entrypoint as `docker stop` does (SIGTERM); what it started and left running 5 s later
+    (its loaders, their helpers, the resource tracker: three processes each run once), killed."""
+    tree = process_tree(process.pid)
+    stop_process(process)
+    deadline = time.monotonic() + 5
+    while living(tree) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:100].decode(errors="replace")
+            for pid in living(tree)}
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    return left
+
+
 def _health(tmp_path: Path, port: int, token: str | None) -> subprocess.CompletedProcess:
     command = [arg.replace("127.0.0.1:6006", f"127.0.0.1:{port}") for arg in healthcheck()]
     return subprocess.run(command, env=_image_env(tmp_path, token), capture_output=True, text=True, timeout=30)
@@ -184,7 +201,8 @@ def test_entrypoint_without_a_token_serves_and_warns(tmp_path: Path):
         done = _health(tmp_path, port, None)
         assert done.returncode == 0, done.stderr
     finally:
-        stop_process(process)
+        left = _stop(process)
+    assert not left, f"left running: {left}"
     text = log.read_text()
     assert "0.0.0.0 without a token" in text and "PROFBOARD_TOKEN" in text
     assert (tmp_path / "cache").is_dir(), "the parse cache goes to PROFBOARD_CACHE_DIR"
@@ -199,6 +217,7 @@ def test_entrypoint_with_a_token_needs_it_and_the_healthcheck_sends_it(tmp_path:
         refused = _health(tmp_path, port, None)
         assert refused.returncode != 0 and "401" in refused.stderr
     finally:
-        stop_process(process)
+        left = _stop(process)
+    assert not left, f"left running: {left}"
     text = log.read_text()
     assert "without a token" not in text and TOKEN not in text
