@@ -18,9 +18,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from collections.abc import Sequence
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import msgspec
+import numpy as np
 
 from .schema import Args, CounterEvent, Event
 
@@ -38,68 +39,101 @@ class TraceFormatError(ValueError):
 
 @dataclass
 class DecodedTrace:
-    """Top-level metadata plus the raw `traceEvents` array, decoded into events on demand."""
+    """Top-level metadata plus the JSON text of the `traceEvents` array, or, for a document
+    closed after its last complete event, the raw slices of those events."""
 
     metadata: dict[str, Any]
-    array: bytes | msgspec.Raw  # the JSON text of the event array
+    array: bytes | bytearray | memoryview | msgspec.Raw  # the JSON text of the event array
     warnings: list[str] = field(default_factory=list)
-    _raw_events: list[msgspec.Raw] | None = None
-    skipped: int = 0  # events that could not be read at all
-    repaired: int = 0  # events kept without the fields that could not be read
+    raw_events: list[msgspec.Raw] | None = None
+    # Whether the array is known to be valid JSON (decode_trace); locate_events leaves that to
+    # the reading of its pieces.
+    checked: bool = True
+
+    def read_chunk(self, lenient: bool) -> int | None:
+        """How many events a one-process load has always read at a time (the order of rows that
+        start at the same time depends on it, see tables.py): the whole array (None) when it
+        fits WHOLE_DECODE_BYTES and every event decoded (not `lenient`), else CHUNK_EVENTS."""
+        if self.raw_events is None and not lenient and len(self.array) <= WHOLE_DECODE_BYTES:
+            return None
+        return CHUNK_EVENTS
 
     def release(self) -> None:
         """Drop the JSON text (and with it the input buffer) once the events are read."""
-        self.array, self._raw_events = b"", None
+        self.array, self.raw_events = b"", None
 
-    @property
-    def raw_events(self) -> list[msgspec.Raw]:
-        """One raw JSON slice per event (split on first use)."""
-        if self._raw_events is None:
-            self._raw_events = _RAW_LIST_DECODER.decode(self.array)
-        return self._raw_events
 
-    def chunks(self, on_progress: Callable[[float], None] | None = None) -> Iterator[tuple[list[Event], Sequence[msgspec.Raw]]]:
-        """Yield (typed events, their raw slices) a chunk at a time; reports progress 0..1.
+@dataclass
+class DecodedEvents:
+    """Typed events of a run of array elements, with what a one-process load needs to know
+    about them: their positions among the elements (`index`, None when every element was
+    read), how many elements there were, and whether some had to be read on their own."""
 
-        An array that fits WHOLE_DECODE_BYTES is decoded in one pass (its raw slices are only
-        split if a counter event needs one); a larger one, or one the fast path rejects, in
-        chunks of CHUNK_EVENTS, which bounds memory on GB-sized traces.
-        """
-        if self._raw_events is None and len(self.array) <= WHOLE_DECODE_BYTES:
-            try:
-                events = _LIST_DECODER.decode(self.array)
-            except (msgspec.ValidationError, msgspec.DecodeError):
-                events = None  # some event has unexpected types: go chunk by chunk below
-            if events is not None:
-                yield events, _LazyRaws(self)
-                if on_progress is not None:
-                    on_progress(1.0)
-                return
-        n = len(self.raw_events)
-        for start in range(0, n, CHUNK_EVENTS):
-            raws = self.raw_events[start:start + CHUNK_EVENTS]
-            try:
-                events = _LIST_DECODER.decode(b"[" + b",".join(raws) + b"]")
-            except (msgspec.ValidationError, msgspec.DecodeError):
-                events, raws, bad, repaired = _decode_leniently(raws)
-                self.skipped += bad
-                self.repaired += repaired
-            yield events, raws
-            if on_progress is not None:
-                on_progress(min(1.0, (start + len(raws)) / max(n, 1)))
+    events: list[Event]
+    raws: Sequence[msgspec.Raw]  # the JSON text of each event
+    index: np.ndarray | None
+    count: int
+    lenient: bool = False
+    skipped: int = 0  # elements that could not be read at all
+    repaired: int = 0  # events kept without the fields that could not be read
 
 
 class _LazyRaws(Sequence):
-    """The raw slices of a trace decoded in one pass, split only if someone asks for one."""
+    """The raw slices of a text decoded in one pass, split only if someone asks for one (a
+    counter event reads its free-form args from its slice)."""
 
-    def __init__(self, trace: DecodedTrace) -> None:
-        self._trace = trace
+    def __init__(self, text: bytes | bytearray | memoryview, count: int) -> None:
+        self._text, self._count, self._raws = text, count, None
 
     def __getitem__(self, index):
-        return self._trace.raw_events[index]
+        if self._raws is None:
+            self._raws = _RAW_LIST_DECODER.decode(self._text)
+        return self._raws[index]
 
     def __len__(self) -> int:
-        return len(self._trace.raw_events)
+        return self._count
+
+
+def split_events(array: bytes | bytearray | memoryview | msgspec.Raw) -> list[msgspec.Raw]:
+    """The raw JSON text of each element of a valid JSON array."""
+    return _RAW_LIST_DECODER.decode(array)
+
+
+def decode_events(text: bytes | bytearray | memoryview) -> DecodedEvents:
+    """The events of a JSON array; an element that fails the typed decode is read on its own
+    (_decode_leniently). Raises msgspec.DecodeError if `text` is not a JSON array."""
+    try:
+        events = _LIST_DECODER.decode(text)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        # Not valid JSON (DecodeError is raised here), or some event is of unexpected types or
+        # holds text that is not UTF-8.
+        return decode_raw_events(_RAW_LIST_DECODER.decode(text))
+    return DecodedEvents(events, _LazyRaws(text, len(events)), None, len(events))
+
+
+def decode_raw_events(raws: list[msgspec.Raw]) -> DecodedEvents:
+    """The events of raw array elements, decoded CHUNK_EVENTS at a time: a chunk that fails the
+    typed decode is read event by event, bounding the cost of a few odd events."""
+    events: list[Event] = []
+    kept: list[msgspec.Raw] = []
+    index: list[np.ndarray] = []
+    out = DecodedEvents(events, kept, None, len(raws))
+    for start in range(0, len(raws), CHUNK_EVENTS):
+        chunk = raws[start:start + CHUNK_EVENTS]
+        try:
+            typed = _LIST_DECODER.decode(b"[" + b",".join(chunk) + b"]")
+            positions = np.arange(start, start + len(chunk))
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            typed, chunk, positions, bad, repaired = _decode_leniently(chunk)
+            positions += start
+            out.lenient = True
+            out.skipped += bad
+            out.repaired += repaired
+        events += typed
+        kept += chunk
+        index.append(positions)
+    out.index = np.concatenate(index) if index else np.empty(0, np.int64)
+    return out
 
 
 _LIST_DECODER = msgspec.json.Decoder(list[Event])
@@ -117,12 +151,14 @@ def decode_counter(raw: msgspec.Raw) -> CounterEvent | None:
         return None
 
 
-def _decode_leniently(raws: list[msgspec.Raw]) -> tuple[list[Event], list[msgspec.Raw], int, int]:
-    """(events, their raw slices, how many were skipped, how many were kept in part)."""
+def _decode_leniently(raws: list[msgspec.Raw]) -> tuple[list[Event], list[msgspec.Raw], np.ndarray, int, int]:
+    """(events, their raw slices, their positions in `raws`, how many were skipped, how many
+    were kept in part)."""
     events: list[Event] = []
     kept: list[msgspec.Raw] = []
+    positions: list[int] = []
     bad = repaired = 0
-    for raw in raws:
+    for i, raw in enumerate(raws):
         try:
             event = _EVENT_DECODER.decode(raw)
         except (msgspec.ValidationError, msgspec.DecodeError):
@@ -133,7 +169,8 @@ def _decode_leniently(raws: list[msgspec.Raw]) -> tuple[list[Event], list[msgspe
             repaired += 1
         events.append(event)
         kept.append(raw)
-    return events, kept, bad, repaired
+        positions.append(i)
+    return events, kept, np.array(positions, dtype=np.int64), bad, repaired
 
 
 def _salvage(raw: msgspec.Raw) -> Event | None:
@@ -204,6 +241,40 @@ def decode_trace(data: bytes) -> DecodedTrace:
             warnings.append(note)
             return DecodedTrace(metadata, b"", warnings, raw_events)
     return DecodedTrace(metadata, array, warnings)
+
+
+# The events key as trace writers put it, the start of its array included.
+_EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
+
+
+def locate_events(data: bytes | bytearray) -> DecodedTrace | None:
+    """Metadata and event array of a plainly shaped document, found without a JSON pass over
+    the array (most of the document): the array is checked as its pieces are decoded. None
+    when the document is not plainly shaped; decode_trace then reads it."""
+    first = _first_char(data)
+    end = data.rfind(b"]") + 1
+    if end == 0:
+        return None
+    if first == b"[":
+        if data[end:].strip(b" \t\r\n"):
+            return None
+        return DecodedTrace({}, memoryview(data), checked=False)
+    key = _EVENTS_KEY.search(data) if first == b"{" else None
+    if key is None or end <= key.end():
+        return None
+    start = key.end() - 1
+    header, trailer = data[:start], data[end:]
+    # Another key that reads as "traceEvents" (repeated, or escaped as \u0065...) would make this
+    # one not the document's events: such documents are left to decode_trace.
+    if header.count(b"traceEvents") != 1 or b"traceEvents" in trailer or b"\\u" in header or b"\\u" in trailer:
+        return None
+    try:
+        top = _TOP_DECODER.decode(header + b"[]" + trailer)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if bytes(top.pop("traceEvents", b"")) != b"[]":
+        return None
+    return DecodedTrace(_decode_values(top), memoryview(data)[start:end], checked=False)
 
 
 # What a file that is not JSON looks like, by its first bytes. The bytes themselves are never

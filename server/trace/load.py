@@ -5,20 +5,15 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from .decode import decode_trace
 from .entry import Entry, entry_key, open_entry, write_entry
-from .parallel import Helpers, build_tables_parallel
+from .parallel import Helpers
+from .parse import parse_raw_trace, parse_trace_bytes
 from .read import DEFAULT_MAX_BYTES, read_trace_bytes
-from .tables import TraceTables, build_tables
+from .tables import TraceTables
 
 Progress = Callable[[float], None]
 
 log = logging.getLogger("profboard")
-
-
-def parse_trace_bytes(data: bytes, on_progress: Progress | None = None) -> TraceTables:
-    """Parse JSON bytes of a trace; raises TraceFormatError when nothing can be recovered."""
-    return build_tables(decode_trace(data), on_progress)
 
 
 def load_trace(path: str, size: int, mtime: float, *, cache_dir: str | None = None,
@@ -57,12 +52,10 @@ def parse_trace(path: str, max_bytes: int = DEFAULT_MAX_BYTES, on_progress: Prog
     report = on_progress or (lambda _: None)
     raw = read_trace_bytes(path, max_bytes)
     report(0.25)
-    decoded = decode_trace(raw.data)
-    raw.data = b""  # `decoded` holds what it needs and lets go of it after the events are read
     # Reading is about a quarter of the work; decoding the events the rest.
     def progress(fraction: float) -> None:
         report(0.25 + 0.75 * fraction)
 
-    tables = build_tables_parallel(decoded, helpers, progress) if helpers else build_tables(decoded, progress)
+    tables = parse_raw_trace(raw, progress, helpers)
     tables.warnings[:0] = raw.warnings
     return tables

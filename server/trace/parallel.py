@@ -1,13 +1,14 @@
-"""Decode one big trace on several processes.
+"""Read a trace's event array piece by piece, on helper processes too.
 
-Decoding events into columns is most of a load, and pieces of the event array are independent:
-the array is cut at event boundaries into pieces of about PIECE_BYTES, helper processes decode
-some of them while this process decodes the others, and the pieces' columns are joined in array
-order, so the tables come out exactly as a one-process load makes them.
+Reading events into columns is most of a load, and pieces of the event array are independent:
+the array is cut at event boundaries into pieces of about PIECE_BYTES, read in this process
+and on helpers (whichever is free takes the next piece), and their columns are kept in array
+order for tables.py to join, so the tables come out exactly as a one-process load makes them.
 
 A cut is found by a byte pattern (`}` `,` `{` with only whitespace between), which could also
-match inside a string; such a cut makes a piece invalid JSON, and the load then falls back to
-one process. Nothing is lost but time.
+match inside a string; such a cut makes a piece invalid JSON, and the array is then split at
+its true event boundaries by a JSON pass instead, and read in this process. Nothing is lost but
+time.
 """
 
 from __future__ import annotations
@@ -15,22 +16,25 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import msgspec
 
-from .decode import DecodedTrace
-from .tables import TraceTables, _Columns, assemble, build_tables, read_columns
+from .columns import PieceColumns, read_piece
+from .decode import CHUNK_EVENTS, DecodedTrace, decode_events, decode_raw_events, split_events
 
-# Arrays smaller than this decode faster in one pass than cut up and shipped to helpers.
-PARALLEL_MIN_BYTES = 96 << 20
-PIECE_BYTES = 48 << 20
+PIECE_BYTES = 24 << 20
+# Raw events per piece when the array is read as a list of raw events (a repaired document).
+PIECE_EVENTS = 4 * CHUNK_EVENTS
 MAX_HELPERS = 4
-_BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
-_OPENING = re.compile(rb"\s*\[\s*")
+# JSON whitespace only: `\s` would also take bytes that make the text invalid JSON.
+_BETWEEN_EVENTS = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
+_OPENING = re.compile(rb"[ \t\r\n]*\[[ \t\r\n]*")
+
+Progress = Callable[[float], None]
 
 
 def cut_points(array: bytes | memoryview, piece_bytes: int = PIECE_BYTES) -> list[tuple[int, int]]:
@@ -52,7 +56,7 @@ def cut_points(array: bytes | memoryview, piece_bytes: int = PIECE_BYTES) -> lis
 
 @dataclass(frozen=True)
 class Helpers:
-    """Processes that decode pieces for a loader, `count` of them."""
+    """Processes that read pieces for a loader, `count` of them."""
 
     pool: ProcessPoolExecutor
     count: int
@@ -78,47 +82,82 @@ def helper_count() -> int:
 
 
 def _bracketed(array: memoryview, start: int, stop: int) -> bytearray:
-    piece = bytearray(b"[")
-    piece += array[start:stop]
-    piece += b"]"
+    piece = bytearray(stop - start + 2)
+    piece[0], piece[-1] = ord("["), ord("]")
+    piece[1:-1] = array[start:stop]
     return piece
 
 
-def decode_piece(piece: bytes | bytearray) -> _Columns:
-    """Columns of one piece ("[event, ...]"); runs in a helper process."""
-    return read_columns(DecodedTrace({}, piece))
+def read_text(text: bytes | bytearray | memoryview) -> PieceColumns:
+    """Columns of one piece ("[event, ...]"); runs in a helper process too."""
+    return read_piece(decode_events(text))
 
 
-def build_tables_parallel(decoded: DecodedTrace, helpers: Helpers,
-                          on_progress: Callable[[float], None] | None = None) -> TraceTables:
-    """Like build_tables; of every `helpers.count + 1` pieces, the helpers decode all but one."""
+def read_pieces(decoded: DecodedTrace, helpers: Helpers | None = None,
+                on_progress: Progress | None = None) -> list[PieceColumns]:
+    """The columns of every piece of `decoded`'s events, in array order. Raises
+    msgspec.DecodeError when the array is not valid JSON (only a document that decode_trace
+    did not check can be invalid)."""
+    report = on_progress or (lambda _: None)
+    if decoded.raw_events is not None:
+        return _read_raw(decoded.raw_events, report)
     with memoryview(decoded.array) as array:
-        cols = _join_pieces(array, helpers, on_progress or (lambda _: None))
-    return build_tables(decoded, on_progress) if cols is None else assemble(cols, decoded)
+        try:
+            pieces = cut_points(array, PIECE_BYTES) if len(array) > PIECE_BYTES else []
+            if len(pieces) < 2:
+                parts = [read_text(decoded.array)]
+                report(1.0)
+                return parts
+            if helpers is not None and not helpers.broken:
+                parts = _read_on_helpers(array, pieces, helpers, report)
+                if parts is not None:
+                    return parts
+            parts = []
+            for i, piece in enumerate(pieces):
+                parts.append(read_text(_bracketed(array, *piece)))
+                report((i + 1) / len(pieces))
+            return parts
+        except msgspec.DecodeError:
+            if not decoded.checked:
+                raise
+        # The array is valid JSON, so a cut fell inside a string.
+        return _read_raw(split_events(array), report)
 
 
-def _join_pieces(array: memoryview, helpers: Helpers, report: Callable[[float], None]) -> _Columns | None:
-    """The array's columns, decoded piece by piece; None when it is not worth cutting, a cut
-    fell inside a string, or a helper died (out of memory?): then one process does it all."""
-    pieces = cut_points(array) if len(array) >= PARALLEL_MIN_BYTES else []
-    if len(pieces) < 2:
-        return None
-    # Helpers take all but every (count + 1)-th piece; only a few pieces are handed out ahead
-    # of the one being joined, so that copies of the array do not pile up in the queue.
-    theirs = [i for i in range(len(pieces)) if i % (helpers.count + 1)]
-    lead = 2 * (helpers.count + 1)
-    futures: dict[int, Future] = {}
-    cols = _Columns()
+def _read_raw(raws: list[msgspec.Raw], report: Progress) -> list[PieceColumns]:
+    parts = []
+    for start in range(0, len(raws), PIECE_EVENTS):
+        parts.append(read_piece(decode_raw_events(raws[start:start + PIECE_EVENTS])))
+        report(min(1.0, (start + PIECE_EVENTS) / len(raws)))
+    return parts
+
+
+def _read_on_helpers(array: memoryview, pieces: list[tuple[int, int]], helpers: Helpers,
+                     report: Progress) -> list[PieceColumns] | None:
+    """The pieces' columns, each piece read by whichever is free: the helpers are kept one piece
+    ahead each, and this process reads the next piece while they are busy. None when a helper
+    died (out of memory?): then this process reads them all."""
+    parts: list[PieceColumns | None] = [None] * len(pieces)
+    pending: dict[int, Future] = {}
+    taken = done = 0
     try:
-        for i, (start, stop) in enumerate(pieces):
-            while theirs and theirs[0] <= i + lead:
-                j = theirs.pop(0)
-                futures[j] = helpers.pool.submit(decode_piece, _bracketed(array, *pieces[j]))
-            part = futures.pop(i).result() if i in futures else decode_piece(_bracketed(array, start, stop))
-            cols.absorb(part)
-            report((i + 1) / len(pieces))
-    except (msgspec.DecodeError, BrokenProcessPool):
-        for future in futures.values():
-            future.cancel()
+        while taken < len(pieces) or pending:
+            while taken < len(pieces) and len(pending) < 2 * helpers.count:
+                pending[taken] = helpers.pool.submit(read_text, _bracketed(array, *pieces[taken]))
+                taken += 1
+            if taken < len(pieces):
+                parts[taken] = read_text(_bracketed(array, *pieces[taken]))
+                taken += 1
+                done += 1
+            else:
+                wait(pending.values(), return_when=FIRST_COMPLETED)
+            for i in [i for i, future in pending.items() if future.done()]:
+                parts[i] = pending.pop(i).result()
+                done += 1
+            report(done / len(pieces))
+    except BrokenProcessPool:
         return None
-    return cols
+    finally:
+        for future in pending.values():
+            future.cancel()
+    return parts  # type: ignore[return-value]

@@ -1,0 +1,280 @@
+"""Columns of one piece of a trace's event array, rows in the array's order.
+
+A piece is a run of consecutive events; tables.py joins the pieces' columns into the trace's
+tables. Reading a piece is most of a load and runs on helper processes too (parallel.py), so
+its output is compact: numbers as numpy arrays, texts as codes plus the piece's distinct
+values, never one Python object per event. Each column is read in one pass over the events of
+one table, with C-level iteration (attrgetter, dict lookups) rather than a Python loop per event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .decode import DecodedEvents, decode_counter
+from .schema import Args, Event, Kind, kind_of_category
+
+# Columns taken from `args`, in the events table's order, with their dtype.
+INT_ARGS = ("correlation", "device", "stream", "registers_per_thread", "shared_memory",
+            "sequence_number", "fwd_thread_id", "python_id", "python_module_id")
+FLOAT_ARGS = ("blocks_per_sm", "warps_per_sm", "occupancy")
+ARG_DTYPES: dict[str, str] = {
+    **{k: "int" for k in INT_ARGS}, **{k: "float" for k in FLOAT_ARGS},
+    "external_id": "int", "python_parent_id": "int", "bytes": "int",
+    **{k: "str" for k in ("grid", "block", "input_dims", "input_type", "call_stack", "process_group")},
+}
+DTYPES = {"int": np.int64, "float": np.float64}
+ABSENT = {"int": -1, "float": np.nan}
+
+# Which args each kind of event carries: an event's other args are left absent, and reading
+# only these halves the work on big traces. Kinds not listed (unknown categories) get every column.
+_DEVICE_ARGS = ("external_id", "correlation", "device", "stream", "bytes", "grid", "block",
+                "registers_per_thread", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy")
+_OP_ARGS = ("external_id", "input_dims", "input_type", "call_stack", "sequence_number", "fwd_thread_id",
+            "process_group")
+ARGS_BY_KIND: dict[Kind, tuple[str, ...]] = {
+    **{k: _DEVICE_ARGS for k in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)},
+    **{k: ("external_id", "correlation", "device", "stream") for k in (Kind.RUNTIME, Kind.DRIVER)},
+    **{k: _OP_ARGS for k in (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)},
+    Kind.GPU_USER_ANNOTATION: ("external_id", "device", "stream"),
+    Kind.PYTHON_FUNCTION: ("python_id", "python_parent_id", "python_module_id"),
+}
+ALL_ARGS = tuple(ARG_DTYPES)
+
+MEMORY_INTS = ("device_type", "device_id", "addr", "bytes")
+MEMORY_FLOATS = ("total_allocated", "total_reserved")
+
+
+@dataclass
+class Encoded:
+    """A text column: `codes` index `values` (the distinct values, in order of first
+    appearance); -1 is absent."""
+
+    codes: np.ndarray
+    values: list[Any]
+
+
+def encode(items: Sequence[Any]) -> Encoded:
+    """Codes of `items` (None is absent). A dict numbers the distinct values: twice as fast
+    as pandas.factorize on an object array, which has to be built first."""
+    numbers: dict[Any, int] = {}
+    codes = np.fromiter(map(numbers.setdefault, items, map(len, repeat(numbers, len(items)))), np.int32,
+                        len(items))
+    values = list(numbers)
+    absent = numbers.get(None)
+    if absent is not None:
+        del values[absent]
+        codes[codes == absent] = -1
+        codes[codes > absent] -= 1
+    return Encoded(codes, values)
+
+
+def absent_texts(n: int) -> Encoded:
+    return Encoded(np.full(n, -1, dtype=np.int32), [])
+
+
+# ph values by the table they feed.
+_COMPLETE, _FLOW, _INSTANT, _COUNTER, _META, _BEGIN_END, _OTHER = range(7)
+_PH_TABLE = {"X": _COMPLETE, "s": _FLOW, "f": _FLOW, "t": _FLOW, "i": _INSTANT, "I": _INSTANT,
+             "C": _COUNTER, "M": _META, "B": _BEGIN_END, "E": _BEGIN_END}
+
+
+def _take(items: Sequence[Any], rows: np.ndarray) -> list[Any]:
+    return list(map(items.__getitem__, rows.tolist()))
+
+
+def _numbers(items: Sequence[Any], key: str, dtype: type) -> np.ndarray:
+    return np.fromiter(map(attrgetter(key), items), dtype, len(items))
+
+
+def _ints_or_none(items: Sequence[Any], key: str) -> np.ndarray:
+    """An int column whose absent values may be None (Kineto writes null for the root frame's parent)."""
+    values = list(map(attrgetter(key), items))
+    if None in values:
+        values = [-1 if v is None else v for v in values]
+    return np.array(values, dtype=np.int64) if values else np.empty(0, np.int64)
+
+
+def _list_texts(items: Sequence[Any], key: str) -> list[str | None]:
+    """str() of a list-valued arg (grid, block): the few distinct lists are formatted once."""
+    texts: dict[tuple, str] = {}
+    out = []
+    for value in map(attrgetter(key), items):
+        if value is None:
+            out.append(None)
+            continue
+        as_tuple = tuple(value)
+        text = texts.get(as_tuple)
+        if text is None:
+            text = texts[as_tuple] = str(value)
+        out.append(text)
+    return out
+
+
+def _raw_texts(raws: Sequence[Any]) -> list[str | None]:
+    """The JSON text of raw values (input shapes and types), None where absent."""
+    return [str(r, "utf-8", "replace") if r else None for r in raws]
+
+
+# How each args column is read off a list of Args.
+_READERS: dict[str, Callable[[Sequence[Args]], Any]] = {
+    **{k: (lambda args, k=k: _numbers(args, k, np.int64)) for k in INT_ARGS},
+    **{k: (lambda args, k=k: _numbers(args, k, np.float64)) for k in FLOAT_ARGS},
+    # Kineto spelled it "external id" before PyTorch 1.9.
+    "external_id": lambda args: np.where((current := _numbers(args, "external_id", np.int64)) != -1, current,
+                                         _numbers(args, "external_id_legacy", np.int64)),
+    "python_parent_id": lambda args: _ints_or_none(args, "python_parent_id"),
+    "bytes": lambda args: _numbers(args, "bytes_", np.int64),
+    "grid": lambda args: _list_texts(args, "grid"),
+    "block": lambda args: _list_texts(args, "block"),
+    "input_dims": lambda args: _raw_texts([a.input_dims or a.input_dims_legacy for a in args]),
+    "input_type": lambda args: _raw_texts(list(map(attrgetter("input_type"), args))),
+    "call_stack": lambda args: list(map(attrgetter("call_stack"), args)),
+    "process_group": lambda args: [None if g is None else str(g) for g in map(attrgetter("process_group"), args)],
+}
+
+
+def _ident(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+@dataclass
+class PieceColumns:
+    """The columns of one piece. Complete events keep every row, those with an unusable ts/dur
+    too, and `index`, their position in the piece: how a one-process load orders rows that
+    start at the same time depends on them (see tables.py)."""
+
+    count: int = 0  # array elements in the piece, events that could not be read included
+    lenient: bool = False  # some event failed the typed decode and was read on its own
+    skipped: int = 0
+    repaired: int = 0
+    unpaired_begin_end: int = 0
+    x: dict[str, Any] = field(default_factory=dict)
+    mem: dict[str, Any] = field(default_factory=dict)
+    flow: dict[str, Any] = field(default_factory=dict)
+    counter: dict[str, list] = field(default_factory=lambda: {k: [] for k in ("name", "pid", "ts", "series",
+                                                                              "value")})
+    processes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    threads: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def read_piece(decoded: DecodedEvents) -> PieceColumns:
+    """Columns of a piece's events."""
+    events, index = decoded.events, decoded.index
+    cols = PieceColumns(count=decoded.count, lenient=decoded.lenient, skipped=decoded.skipped,
+                        repaired=decoded.repaired)
+    table = np.fromiter(map(_PH_TABLE.get, map(attrgetter("ph"), events), repeat(_OTHER)), np.int8, len(events))
+    rows = {t: np.flatnonzero(table == t) for t in (_COMPLETE, _FLOW, _INSTANT, _COUNTER, _META)}
+    x_rows = rows[_COMPLETE]
+    cols.x = _complete(_take(events, x_rows), x_rows if index is None else index[x_rows])
+    instants = _take(events, rows[_INSTANT])
+    cols.mem = _memory([e for e in instants if e.name == "[memory]"])
+    cols.flow = _flows(_take(events, rows[_FLOW]))
+    for i in rows[_COUNTER].tolist():
+        _add_counter(cols.counter, decoded.raws[i])
+    for ev in _take(events, rows[_META]):
+        _add_meta(cols, ev)
+    cols.unpaired_begin_end = int(np.count_nonzero(table == _BEGIN_END))
+    return cols
+
+
+def _complete(xs: list[Event], index: np.ndarray) -> dict[str, Any]:
+    """Columns of complete events, args read per kind of event."""
+    n = len(xs)
+    c: dict[str, Any] = {"index": index.astype(np.int64, copy=False)}
+    for key in ("name", "cat", "pid", "tid"):
+        c[key] = encode(list(map(attrgetter(key), xs)))
+    c["ts"] = _numbers(xs, "ts", np.float64)
+    c["dur"] = _numbers(xs, "dur", np.float64)
+    # Events of kinds that read the same args are read together.
+    by_cat = c["cat"]
+    reads = [ARGS_BY_KIND.get(kind_of_category(cat), ALL_ARGS) for cat in by_cat.values]
+    groups = {columns: [i for i, r in enumerate(reads) if r == columns] for columns in set(reads)}
+    args = list(map(attrgetter("args"), xs))
+    parts: dict[str, list[tuple[np.ndarray | None, Any]]] = {k: [] for k in ALL_ARGS}
+    for columns, cats in groups.items():
+        if len(groups) == 1:
+            group_rows, group_args = None, args
+        else:
+            group_rows = np.flatnonzero(np.isin(by_cat.codes, cats))
+            group_args = _take(args, group_rows)
+        for key in columns:
+            parts[key].append((group_rows, _READERS[key](group_args)))
+    for key, dtype in ARG_DTYPES.items():
+        c[key] = _texts(parts[key], n) if dtype == "str" else _filled(parts[key], n, dtype)
+    return c
+
+
+def _filled(parts: list[tuple[np.ndarray | None, np.ndarray]], n: int, dtype: str) -> np.ndarray:
+    if len(parts) == 1 and parts[0][0] is None:
+        return parts[0][1]
+    out = np.full(n, ABSENT[dtype], dtype=DTYPES[dtype])
+    for rows, values in parts:
+        out[rows] = values
+    return out
+
+
+def _texts(parts: list[tuple[np.ndarray | None, list]], n: int) -> Encoded:
+    if not parts:
+        return absent_texts(n)
+    if len(parts) == 1 and parts[0][0] is None:
+        return encode(parts[0][1])
+    merged: list[Any] = [None] * n
+    for rows, values in parts:
+        for row, value in zip(rows.tolist(), values):
+            merged[row] = value
+    return encode(merged)
+
+
+def _memory(mems: list[Event]) -> dict[str, Any]:
+    args = list(map(attrgetter("args"), mems))
+    return {
+        "ts": _numbers(mems, "ts", np.float64),
+        "pid": encode(list(map(attrgetter("pid"), mems))),
+        "tid": encode(list(map(attrgetter("tid"), mems))),
+        **{k: _numbers(args, "mem_bytes" if k == "bytes" else k, np.int64) for k in MEMORY_INTS},
+        **{k: _numbers(args, k, np.float64) for k in MEMORY_FLOATS},
+    }
+
+
+def _flows(flows: list[Event]) -> dict[str, Any]:
+    return {
+        **{k: encode(list(map(attrgetter(k), flows))) for k in ("ph", "cat", "id")},
+        "ts": _numbers(flows, "ts", np.float64),
+        **{k: encode(list(map(attrgetter(k), flows))) for k in ("pid", "tid")},
+        "bp": encode([b or "" for b in map(attrgetter("bp"), flows)]),
+    }
+
+
+def _add_counter(counter: dict[str, list], raw: Any) -> None:
+    ev = decode_counter(raw)
+    if ev is None:
+        return
+    for series, value in ev.args.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            counter["name"].append(ev.name)
+            counter["pid"].append(ev.pid)
+            counter["ts"].append(ev.ts)
+            counter["series"].append(series)
+            counter["value"].append(float(value))
+
+
+def _add_meta(cols: PieceColumns, ev: Event) -> None:
+    pid = _ident(ev.pid)
+    if ev.name.startswith("process_"):
+        target = cols.processes.setdefault(pid, {})
+    elif ev.name.startswith("thread_"):
+        target = cols.threads.setdefault(f"{pid}/{_ident(ev.tid)}", {})
+    else:
+        return
+    if ev.name.endswith("_name") and ev.args.meta_name is not None:
+        target["name"] = ev.args.meta_name
+    elif ev.name.endswith("_labels") and ev.args.labels is not None:
+        target["labels"] = ev.args.labels
+    elif ev.name.endswith("_sort_index") and ev.args.sort_index != -1:
+        target["sort_index"] = ev.args.sort_index
