@@ -18,7 +18,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import __version__
 from .api import VIEWS, runs
-from .api.deps import Memo
 from .api.errors import BadParameter, NotFound, PublicError
 from .auth import TokenAuth
 from .hosts import HostCheck
@@ -51,7 +50,6 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPI(title="profboard", version=__version__, lifespan=lifespan,
                   description="Dashboard API for PyTorch profiler traces. Times in us, sizes in bytes, shares as 0..1.")
     app.state.store = store
-    app.state.memo = Memo()
     app.state.snapshots = SnapshotCache(settings.max_snapshot_bytes)
     app.state.settings = settings
     if settings.token:

@@ -39,8 +39,10 @@ def _size(text: str) -> int:
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", default=None,
-                        help="where parsed traces are cached (default: $PROFBOARD_CACHE_DIR or the user cache folder)")
-    parser.add_argument("--no-cache", action="store_true", help="neither read nor write the parse cache")
+                        help="the store: where parsed traces and their derived data are kept "
+                             "(default: $PROFBOARD_CACHE_DIR or the user cache folder)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="neither read nor write the store (parsed traces go to a temporary folder, deleted at exit)")
     parser.add_argument("--max-trace-size", type=_size, default=DEFAULT_MAX_BYTES, metavar="SIZE",
                         help="refuse traces that inflate beyond this many bytes, e.g. 4G (default: 4G)")
     parser.add_argument("--max-snapshot-size", type=_size, default=Settings.max_snapshot_bytes, metavar="SIZE",
@@ -54,6 +56,7 @@ def _settings(args: argparse.Namespace, logdir: str) -> Settings:
     host = "0.0.0.0" if getattr(args, "bind_all", False) else getattr(args, "host", Settings.host)
     return Settings(logdir=logdir, cache_dir=cache, max_trace_bytes=args.max_trace_size,
                     max_snapshot_bytes=args.max_snapshot_size, token=getattr(args, "token", None),
+                    memory_budget=getattr(args, "memory_budget", Settings.memory_budget),
                     host=host, allow_hosts=tuple(getattr(args, "allow_hosts", ())))
 
 
@@ -81,6 +84,11 @@ def _serve_parser() -> argparse.ArgumentParser:
                         help="close a connection whose client has not sent a complete request within this many "
                              "seconds of connecting or of the previous answer, or that stops reading an answer "
                              "this long; a request being worked on is never timed out (default: %(default)g)")
+    parser.add_argument("--memory-budget", type=_size, default=Settings.memory_budget, metavar="SIZE",
+                        help="memory the server may hold for the traces it serves, e.g. 2G (default: 1G): "
+                             "categories, derived data computed in the server and answers kept for reuse; past it, "
+                             "the traces viewed least recently let go of theirs (read back from the store when "
+                             "viewed again). The store's files are memory-mapped: the OS's page cache, not counted")
     parser.add_argument("--max-connections", type=int, default=None, metavar="N",
                         help="keep at most N connections open; one more closes the connection idle longest, so "
                              "idle clients cannot lock others out (default: what the open-file limit allows, "
@@ -173,10 +181,10 @@ def _stopped(signum: int, frame: object) -> None:
 
 
 def summary(argv: list[str]) -> int:
+    from .derived import Derivation
     from .logdir import discover
     from .trace.decode import TraceFormatError
-    from .trace.load import load_trace
-    from .analysis.overview import overview
+    from .trace.load import store_trace
 
     args = _summary_parser().parse_args(argv)
     try:
@@ -201,12 +209,13 @@ def summary(argv: list[str]) -> int:
         return 2
     settings = _settings(args, args.logdir)
     try:
-        tables = load_trace(trace.path, trace.size, trace.mtime, cache_dir=settings.cache_dir,
-                            max_bytes=settings.max_trace_bytes)
+        entry, tables = store_trace(trace.path, trace.size, trace.mtime, [settings.cache_dir] if settings.cache_dir else [],
+                                    max_bytes=settings.max_trace_bytes)
     except TraceFormatError as exc:
         print(f"profboard summary: cannot read {trace.path}: {exc}", file=sys.stderr)
         return 1
-    json.dump(overview(tables), sys.stdout, indent=2)
+    # The worker's overview as the server shows it when the run has no other worker: from the store.
+    json.dump(Derivation(entry, lambda: tables, worker).get("overview"), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
 

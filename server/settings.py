@@ -15,6 +15,9 @@ class Settings:
     # A loaded snapshot takes several times its pickle's size in memory.
     max_snapshot_bytes: int = 1 << 30
     load_workers: int = 2  # processes that parse traces in parallel
+    # Bytes the traces' providers may hold in the server (categories, derived data, memoised answers;
+    # the store's mapped files are the OS's page cache): past it, traces viewed least recently let go.
+    memory_budget: int = 1 << 30
     rescan_seconds: float = 5.0
     # When set, every request needs it (server/auth.py); kept out of repr so it never reaches a log.
     token: str | None = field(default=None, repr=False)

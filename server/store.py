@@ -1,9 +1,14 @@
 """The logdir's traces as the server sees them: discovered, loading, ready or failed.
 
-Loading runs in a pool of worker processes: the server's own process never stalls on a
-big decode, several files load at once, and parsing garbage never lands in the server.
-Workers report progress through a queue and send the finished tables back (pickling a
-110 MB trace's tables takes tens of milliseconds). A worker that dies (out of memory, say)
+Each trace lives in the store (server/trace/entry.py): a file whose store entry holds the current
+views item opens at once (a thread reads its meta.json; its tables are checked when first mapped)
+and its provider (server/provider.py) serves it. Otherwise it loads in a pool of worker processes:
+the server's own process never stalls on a big decode, several files load at once, and parsing
+garbage never lands in the server. A worker writes the entry, tells the server the trace is ready
+once the views it has are known, then computes and stores its derived items (server/derived.py),
+reporting progress and each item through a queue; the server gets the entry (a handle: where it
+is, metadata, warnings), never the tables. With --no-cache, or when the store folder cannot be
+written, entries go to a private temporary store deleted at exit. A worker that dies (out of memory, say)
 breaks the pool: a fresh one is made and each file it held is tried once more. A worker
 loading a big file spawns helper processes (one fewer than the cores, kept for later files)
 that decode pieces of it alongside.
@@ -19,21 +24,25 @@ import logging
 import multiprocessing
 import os
 import queue
+import shutil
 import signal
+import tempfile
 import threading
 import time
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal
 
+from .derived import ITEMS, current_items, derive
 from .logdir import Run, TraceFile, discover, display_url, is_remote, readable
+from .provider import Budget, TraceProvider
 from .settings import Settings
 from .trace.decode import TraceFormatError
-from .trace.load import load_trace
+from .trace.entry import Entry, discard, entry_key, open_entry
+from .trace.load import store_trace
 from .trace.parallel import Helpers, helper_count
-from .trace.tables import TraceTables
 
 log = logging.getLogger("profboard")
 
@@ -46,12 +55,12 @@ class FileState:
     status: Status = "loading"
     progress: float = 0.0
     error: str | None = None
-    tables: TraceTables | None = None
+    provider: TraceProvider | None = None
     attempts: int = 0
 
     @property
     def warnings(self) -> list[str]:
-        return list(self.tables.warnings) if self.tables is not None else []
+        return self.provider.warnings if self.provider is not None else []
 
 
 @dataclass
@@ -74,6 +83,13 @@ class TraceStore:
         self._tasks: dict[int, FileState] = {}
         self._task_ids = itertools.count()
         self._stop = threading.Event()
+        self.budget = Budget(settings.memory_budget)
+        # Entries go to the store folder; to a private one deleted at exit with --no-cache, or when
+        # the store folder cannot be written.
+        self._scratch = tempfile.mkdtemp(prefix="profboard-store-")
+        self._stores = [*([settings.cache_dir] if settings.cache_dir else []), self._scratch]
+        # Opening an entry reads a small file, but a logdir may hold thousands: not in the scan.
+        self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="profboard-open")
         self.discovery_error: str | None = None
         self.discovery_notes: list[str] = []  # what the last scan noticed (server/logdir.py)
 
@@ -97,6 +113,8 @@ class TraceStore:
         1 GB decode cannot be interrupted: the pool's own shutdown waited for it, and Python's exit
         waits for the pool, so the server stayed up for a minute after Ctrl-C."""
         self._stop.set()
+        self._opener.shutdown(wait=False, cancel_futures=True)
+        shutil.rmtree(self._scratch, ignore_errors=True)
         with self._lock:
             pool = self._pool
         # The pool's processes, a private dict it lets go of on shutdown; read after it, since a load
@@ -125,8 +143,21 @@ class TraceStore:
             except (EOFError, OSError):
                 return
             fs = self._tasks.get(task)
-            if fs is not None:
+            if fs is None:
+                continue
+            if isinstance(value, float):
                 fs.progress = value
+            else:
+                self._loader_event(fs, value)
+
+    def _loader_event(self, fs: FileState, event: tuple) -> None:
+        """What derived.derive tells as a loader computes a trace's items (the entry joins "ready")."""
+        if event[0] == "ready":
+            self._ready(fs, event[1]).loader_started()
+        elif fs.provider is not None and event[0] == "computing":
+            fs.provider.loader_computing(event[1])
+        elif fs.provider is not None and event[0] == "stored":
+            fs.provider.loader_stored(*event[1:])
 
     def rescan(self) -> None:
         """Discover the logdir again; queue loads for new or changed files."""
@@ -139,7 +170,7 @@ class TraceStore:
             log.warning(self.discovery_error)
             return
         to_load: list[FileState] = []
-        by_path: dict[str, FileState] = {}  # only what this scan saw: vanished files let go of their tables
+        by_path: dict[str, FileState] = {}  # only what this scan saw: vanished files let go of their data
         with self._lock:
             for name, run in runs.items():
                 state = RunState(run)
@@ -157,20 +188,59 @@ class TraceStore:
                 self._runs[name] = state
             for gone in set(self._runs) - set(runs):
                 del self._runs[gone]
+            dropped = [fs for path, fs in self._by_path.items() if by_path.get(path) is not fs]
             self._by_path = by_path
+        for fs in dropped:
+            if fs.provider is not None:
+                fs.provider.close()
         for fs in to_load:
-            self._submit(fs)
+            self._open(fs)
 
-    def _submit(self, fs: FileState) -> None:
+    def _open(self, fs: FileState) -> None:
+        """Serve the file from its store entry, or load it (in the opener thread)."""
+        try:
+            self._opener.submit(self._open_now, fs)
+        except RuntimeError:  # shut down: the server is stopping
+            pass
+
+    def _open_now(self, fs: FileState) -> None:
+        f = fs.file
+        entry = open_entry(self._stores[0], entry_key(f.path, f.size, f.mtime), f.path, check=False)
+        current = current_items(entry, f.worker) if entry is not None else set()
+        if entry is not None and "views" in current:
+            self._ready(fs, entry)
+            if any(item.stored and name not in current for name, item in ITEMS.items()):
+                self._submit(fs, entry)  # stale items: the loader computes them, in the background
+            return
+        self._submit(fs, entry)
+
+    def _ready(self, fs: FileState, entry: Entry) -> TraceProvider:
+        """The file is served from `entry` (its provider made once)."""
+        if fs.provider is None:
+            fs.provider = TraceProvider(entry, fs.file.worker, self.budget, reload=lambda: self._reload(fs))
+            fs.progress, fs.status = 1.0, "ready"
+            log.info("ready: %s (%d events)", fs.file.path, entry.rows["events"])
+        return fs.provider
+
+    def _reload(self, fs: FileState) -> None:
+        """The file's entry turned out damaged (and was removed): load the trace again."""
+        provider, fs.provider = fs.provider, None
+        fs.progress, fs.status = 0.0, "loading"
+        if provider is not None:
+            provider.close()
+        self._submit(fs, None)
+
+    def _submit(self, fs: FileState, entry: Entry | None) -> None:
         f, s = fs.file, self.settings
         task = next(self._task_ids)
         self._tasks[task] = fs
         fs.attempts += 1
+        args = (_load_in_worker, task, f.path, f.size, f.mtime, f.worker, self._stores, s.max_trace_bytes, entry)
         try:
-            future = self._pool.submit(_load_in_worker, task, f.path, f.size, f.mtime, s.cache_dir, s.max_trace_bytes)
+            future = self._pool.submit(*args)
         except BrokenProcessPool:
             self._replace_broken_pool()
-            future = self._pool.submit(_load_in_worker, task, f.path, f.size, f.mtime, s.cache_dir, s.max_trace_bytes)
+            future = self._pool.submit(*args)
         except RuntimeError:  # the pool was shut down: the server is stopping
             self._tasks.pop(task, None)
             return
@@ -186,10 +256,18 @@ class TraceStore:
         if fs is None or future.cancelled():
             return
         exc = future.exception()
+        served = fs.provider
+        if served is not None:  # the loader was computing items of a trace already served
+            served.loader_done()
         if exc is None:
-            tables = future.result()
-            fs.tables, fs.progress, fs.status = tables, 1.0, "ready"
-            log.info("loaded %s (%d events)", fs.file.path, len(tables.events))
+            entry = future.result()
+            self._ready(fs, entry).entry.checked.update(entry.checked)
+        elif served is not None:
+            if not isinstance(exc, BrokenProcessPool) or not self._stop.is_set():
+                log.error("computing the derived data of %s failed (%s: %s): the server computes it when asked",
+                          fs.file.path, type(exc).__name__, exc)
+            if isinstance(exc, BrokenProcessPool):
+                self._replace_broken_pool()
         elif isinstance(exc, TraceFormatError):
             fs.error, fs.status = str(exc), "error"
             log.warning("cannot read %s: %s", fs.file.path, exc)
@@ -198,7 +276,7 @@ class TraceStore:
                 return
             self._replace_broken_pool()
             if fs.attempts < 2:
-                self._submit(fs)
+                self._submit(fs, None)
             else:
                 fs.error, fs.status = "the process loading this trace died (out of memory?)", "error"
         else:
@@ -273,8 +351,27 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(0)
 
 
-def _load_in_worker(task: int, path: str, size: int, mtime: float, cache_dir: str | None,
-                    max_bytes: int) -> TraceTables:
-    """Runs in a worker process: load one trace, reporting progress as (task, fraction)."""
-    return load_trace(path, size, mtime, cache_dir=cache_dir, max_bytes=max_bytes, helpers=_helpers_for(size),
-                      on_progress=lambda value: _worker_progress.put((task, value)))
+def _load_in_worker(task: int, path: str, size: int, mtime: float, worker: str, stores: list[str], max_bytes: int,
+                    entry: Entry | None) -> Entry:
+    """Runs in a worker process: the trace's store entry (`entry`, when the server found one, else
+    written from the parsed trace) with its derived items computed and stored. Reports (task,
+    fraction) while parsing, then derived.derive's events, "ready" with the entry."""
+    def report(value: Any) -> None:
+        _worker_progress.put((task, value))
+
+    tables = None
+    if entry is not None:
+        try:
+            tables = entry.tables()
+        except MemoryError:
+            raise
+        except Exception as exc:  # a damaged table: parse the trace again
+            discard(entry.folder, str(exc), path)
+            entry = None
+    if entry is None:
+        entry, tables = store_trace(path, size, mtime, stores, max_bytes=max_bytes, on_progress=report,
+                                    helpers=_helpers_for(size))
+        if entry is None:
+            raise OSError(f"no store folder could be written ({', '.join(stores)})")
+    derive(entry, tables, worker, lambda event: report(("ready", entry) if event == ("ready",) else event))
+    return entry

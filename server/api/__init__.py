@@ -30,9 +30,28 @@ VIEWS: tuple[View, ...] = (
 )
 
 
-def active_views(tables: TraceTables | None, run: Run | None = None) -> list[str]:
-    """Names of the views that apply to a run and its loaded trace (none of the trace's while
-    it is unknown)."""
+# Version of trace_views' answer, which the trace's store keeps (server/derived.py): bump when a
+# view is added or its is_active check changes.
+VIEWS_VERSION = 1
+
+
+def trace_views(tables: TraceTables) -> list[str]:
+    """Names of the views a trace has by itself (its `is_active` checks; computed at load)."""
+    names = []
+    for view in VIEWS:
+        if view.of_run is not None:
+            continue
+        try:
+            if view.is_active(tables):
+                names.append(view.name)
+        except Exception:
+            log.exception("view %s failed its activity check; hiding it", view.name)
+    return names
+
+
+def active_views(views: list[str] | None, run: Run | None = None) -> list[str]:
+    """Names of the views that apply to a run and to its loaded trace, which has `views`
+    (trace_views'; None while it is unknown)."""
     names = []
     for view in VIEWS:
         try:
@@ -41,7 +60,7 @@ def active_views(tables: TraceTables | None, run: Run | None = None) -> list[str
             elif view.all_workers and (run is None or len(run.workers) < 2):
                 active = False
             else:
-                active = tables is not None and view.is_active(tables)
+                active = views is not None and view.name in views
             if active:
                 names.append(view.name)
         except Exception:

@@ -14,9 +14,7 @@ from ..analysis import launch as launch_analysis
 from ..analysis.compile import compiled_view, has_compiled_code
 from ..analysis.compile_ops import aten_in_graphs
 from ..analysis.launch import launch_overhead
-from .deps import Memo, Selection, get_memo, select
-from .operators import op_tree
-from .trace import flows_of, steps_of
+from .deps import Selection, select
 from .views import View, about_of
 
 
@@ -257,14 +255,16 @@ VIEW = View("compile", "torch.compile", router, has_compiled_code,
 
 
 @router.get("/api/compile", response_model=Compiled)
-def get_compile(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)) -> dict[str, Any]:
+def get_compile(sel: Selection = Depends(select)) -> dict[str, Any]:
     """Compiled regions per step (calls, graph breaks and where, nesting, time inside compiled
     code), CompiledFunction/Backward pieces and their pairing, Triton versus other kernels and
     launch APIs, the compile break-down by phase (Dynamo, AOT autograd, Inductor, Triton), and
     launch overhead per step (GPU idle while the CPU launches, kernels shorter than their launch),
     and the aten operators compiled graphs ran (extern kernels and fallbacks)."""
+    p = sel.provider
+
     def compute() -> dict[str, Any]:
-        flows, steps = flows_of(sel, memo), steps_of(sel, memo)
-        return {**compiled_view(sel.tables, flows, steps), "launch": launch_overhead(sel.tables, steps, flows),
-                "aten": aten_in_graphs(sel.tables, op_tree(sel, memo))}
-    return memo.get(sel.tables, ("compile",), compute)
+        tables, flows, steps = p.tables(), p.flows(), p.steps()
+        return {**compiled_view(tables, flows, steps), "launch": launch_overhead(tables, steps, flows),
+                "aten": aten_in_graphs(tables, p.op_tree())}
+    return p.memo(("compile",), compute)

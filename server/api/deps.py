@@ -1,20 +1,21 @@
-"""Resolve `run`/`worker`/`span` query parameters to one worker's loaded tables.
+"""Resolve `run`/`worker`/`span` query parameters to one worker's trace provider
+(server/provider.py), pinned while the request works with it.
 
-Clients never name files: ids map only to what discovery found. Results of analysis are
-memoised per loaded trace, so repeated requests cost a dictionary lookup.
+Clients never name files: ids map only to what discovery found.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
+from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Iterator
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse
 from starlette.requests import Request as StarletteRequest
 
+from ..analysis.overview import across_ranks
+from ..provider import TableDamage, TraceProvider, run_view
 from ..store import FileState, RunState, TraceStore
 from ..trace.tables import TraceTables
 from .errors import NotFound, StillLoading, TraceUnreadable
@@ -27,11 +28,11 @@ class Selection:
     span: str
     state: FileState
     run_state: RunState
+    provider: TraceProvider
 
     @property
     def tables(self) -> TraceTables:
-        assert self.state.tables is not None
-        return self.state.tables
+        return self.provider.tables()
 
 
 @dataclass
@@ -40,14 +41,15 @@ class SpanSelection:
 
     run: str
     span: str
-    ready: dict[str, FileState]
+    ready: dict[str, TraceProvider]
+    files: dict[str, FileState]
     warnings: list[str]
     loading: str | None = None  # why the span is not complete yet
 
     @property
     def key(self) -> tuple:
         """Identifies the loaded files (a reloaded or newly loaded worker changes it)."""
-        return tuple((w, fs.file.path, fs.file.size, fs.file.mtime) for w, fs in self.ready.items())
+        return tuple((w, fs.file.path, fs.file.size, fs.file.mtime) for w, fs in self.files.items())
 
 
 # Trace times are microseconds since the epoch (about 1.8e15 today); a bound keeps every
@@ -68,8 +70,10 @@ def get_store(request: Request) -> TraceStore:
 def select(request: Request,
            run: str = Query(..., description="Run name, as listed by /api/runs"),
            worker: str | None = Query(None, description="Worker; defaults to the run's first"),
-           span: str | None = Query(None, description="Span id (\"1\", \"2\", ...); defaults to the first")) -> Selection:
-    """Dependency: the selected worker's trace, loaded; raises a public error otherwise."""
+           span: str | None = Query(None, description="Span id (\"1\", \"2\", ...); defaults to the first")
+           ) -> Iterator[Selection]:
+    """Dependency: the selected worker's trace, loaded, its provider pinned for the request; raises a
+    public error otherwise."""
     state = _run_state(request, run)
     workers = list(state.run.workers)
     worker = worker if worker is not None else workers[0]
@@ -84,15 +88,24 @@ def select(request: Request,
         raise StillLoading(f"run {run!r}, worker {worker!r}, span {span} is still loading ({fs.progress:.0%})")
     if fs.status == "error":
         raise TraceUnreadable(f"the trace of run {run!r}, worker {worker!r}, span {span} could not be read: {fs.error}")
-    return Selection(run, worker, span, fs, state)
+    provider = fs.provider
+    if provider is None:  # being loaded again
+        raise StillLoading(f"run {run!r}, worker {worker!r}, span {span} is being read again")
+    with provider.use():
+        try:
+            yield Selection(run, worker, span, fs, state, provider)
+        except TableDamage as exc:
+            raise StillLoading(f"the stored trace of run {run!r}, worker {worker!r}, span {span} was damaged "
+                               f"({exc}): it is being read again") from None
 
 
 def select_span(request: Request,
                 run: str = Query(..., description="Run name, as listed by /api/runs"),
                 span: str | None = Query(None, description="Span id (\"1\", \"2\", ...) of every worker; "
-                                         "defaults to the first")) -> SpanSelection:
+                                         "defaults to the first")) -> Iterator[SpanSelection]:
     """Dependency: one span of every worker of a run, all loaded (unreadable ones are left out
-    with a warning); raises a public error while any is loading or when none could be read."""
+    with a warning), their providers pinned for the request; raises a public error while any is
+    loading or when none could be read."""
     state = _run_state(request, run)
     span = span if span is not None else state.run.spans(next(iter(state.run.workers)))[0]
     picked = span_of_workers(state, span)
@@ -102,25 +115,63 @@ def select_span(request: Request,
         unreadable = [fs for w in state.run.workers if (fs := state.files.get((w, span))) is not None]
         error = TraceUnreadable if unreadable else NotFound
         raise error(f"no worker of run {run!r} has a readable span {span!r}: " + "; ".join(picked.warnings))
-    return picked
+    with _pinned(picked):
+        yield picked
+
+
+def _pinned(picked: SpanSelection) -> ExitStack:
+    stack = ExitStack()
+    for provider in picked.ready.values():
+        stack.enter_context(provider.use())
+    return stack
 
 
 def span_of_workers(state: RunState, span: str) -> SpanSelection:
     """Every worker's file of one span; `loading` says which is still loading, if one is."""
-    ready: dict[str, FileState] = {}
+    ready: dict[str, TraceProvider] = {}
+    files: dict[str, FileState] = {}
     warnings: list[str] = []
     for worker in state.run.workers:
         fs = state.files.get((worker, span))
+        provider = fs.provider if fs is not None else None
         if fs is None:
             warnings.append(f"worker {worker!r} has no span {span!r}: left out")
-        elif fs.status == "loading":
-            return SpanSelection(state.run.name, span, {}, [], loading=(
+        elif fs.status == "loading" or (fs.status == "ready" and provider is None):
+            return SpanSelection(state.run.name, span, {}, {}, [], loading=(
                 f"run {state.run.name!r}, worker {worker!r}, span {span} is still loading ({fs.progress:.0%})"))
         elif fs.status == "error":
             warnings.append(f"worker {worker!r} could not be read ({fs.error}): left out")
         else:
-            ready[worker] = fs
-    return SpanSelection(state.run.name, span, ready, warnings)
+            ready[worker], files[worker] = provider, fs
+    return SpanSelection(state.run.name, span, ready, files, warnings)
+
+
+def distributed_of(picked: SpanSelection, stored_only: bool = False) -> dict[str, Any] | None:
+    """The Distributed view of one span of a run's loaded workers, from their summaries (see
+    provider.run_view), with the warnings of the workers left out."""
+    view = run_view(picked.ready, picked.key, stored_only)
+    if view is None:
+        return None
+    return {"span": picked.span, **view, "warnings": picked.warnings + view["warnings"]}
+
+
+def overview_of(sel: Selection) -> dict[str, Any]:
+    """The selected worker's overview: its own, stored at load, with the findings across ranks
+    once the run's other workers of this span are loaded and summarised (read from their stores,
+    never computed here); until then a warning says they are still being computed."""
+    own = sel.provider.overview()
+    if len(sel.run_state.run.workers) < 2:
+        return own
+    peers = span_of_workers(sel.run_state, sel.span)
+    if peers.loading is None and (len(peers.ready) < 2 or sel.worker not in peers.ready):
+        return own  # no other worker to compare with
+    with _pinned(peers):
+        view = None if peers.loading is not None else distributed_of(peers, stored_only=True)
+        if view is None:
+            waiting = peers.loading or "the other workers' summaries are being computed"
+            note = f"Findings across ranks (stragglers, waiting in collectives) come once every worker is ready: {waiting}."
+            return {**own, "warnings": [*own["warnings"], note]}
+        return sel.provider.memo(("overview", peers.key), lambda: across_ranks(own, view, sel.worker))
 
 
 def _run_state(request: Request, run: str) -> RunState:
@@ -130,33 +181,6 @@ def _run_state(request: Request, run: str) -> RunState:
     if not state.run.workers:
         raise NotFound(f"run {run!r} has no trace files (only memory snapshots: see the Memory Snapshot view)")
     return state
-
-
-class Memo:
-    """A small LRU of analysis results keyed by the loaded tables' identity and parameters."""
-
-    def __init__(self, size: int = 256) -> None:
-        self._items: OrderedDict[tuple, Any] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()
-
-    def get(self, tables: TraceTables, key: tuple, compute: Callable[[], Any]) -> Any:
-        full = (id(tables), *key)
-        with self._lock:
-            if full in self._items:
-                self._items.move_to_end(full)
-                return self._items[full][1]
-        value = compute()
-        with self._lock:
-            # Holding the tables keeps id() unique for as long as the entry lives.
-            self._items[full] = (tables, value)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-        return value
-
-
-def get_memo(request: Request) -> Memo:
-    return request.app.state.memo
 
 
 def add_moved_route(router: APIRouter, old: str, new: str) -> None:

@@ -13,8 +13,7 @@ from ..analysis import tensor_cores as tensor_cores_analysis
 from ..analysis.kernels import kernel_table
 from ..analysis.optree import tree_warnings
 from ..trace.schema import Kind
-from .deps import Memo, Selection, get_memo, select
-from .operators import op_tree
+from .deps import Selection, select
 from .views import View, about_of, has_kind
 
 
@@ -50,13 +49,15 @@ VIEW = View("kernels", "Kernel", router, has_kind(Kind.KERNEL),
 
 
 @router.get("/api/kernels", response_model=Kernels, response_model_exclude_unset=True)
-def get_kernels(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
+def get_kernels(sel: Selection = Depends(select),
                 group_by: Literal["name", "name_op"] = Query("name", description="name, or name and launching operator"),
                 op: str | None = Query(None, description="Only kernels launched by this operator or those it called")
                 ) -> dict[str, Any]:
     """Every GPU kernel with calls, total/mean/max/min duration (us), tensor cores, blocks per SM, occupancy."""
+    p = sel.provider
+
     def compute() -> dict[str, Any]:
-        tree = op_tree(sel, memo)
-        return {"group_by": group_by, "op": op, "rows": kernel_table(sel.tables.events, tree, group_by, op),
-                "warnings": tree_warnings(sel.tables.events, tree)}
-    return memo.get(sel.tables, ("kernels", group_by, op), compute)
+        tree, events = p.op_tree(), p.tables().events
+        return {"group_by": group_by, "op": op, "rows": kernel_table(events, tree, group_by, op),
+                "warnings": tree_warnings(events, tree)}
+    return p.memo(("kernels", group_by, op), compute)

@@ -11,10 +11,9 @@ from pydantic import BaseModel
 from ..analysis import memory, memory_curve
 from ..analysis.records import clean_row
 from ..trace.tables import TraceTables
-from .deps import Memo, Selection, get_memo, select, time_query
+from .deps import Selection, select, time_query
 from .errors import BadParameter, NotFound
-from .operators import op_tree
-from .trace import StepRange, steps_of
+from .models import StepRange
 from .views import View, about_of
 
 MAX_EVENT_ROWS = 20_000
@@ -114,13 +113,13 @@ _START = time_query("Range start, absolute trace microseconds (default: open)")
 _END = time_query("Range end, absolute trace microseconds (default: open)")
 
 
-def _devices(sel: Selection, memo: Memo) -> list[dict[str, Any]]:
-    return memo.get(sel.tables, ("memory_devices",), lambda: memory.devices(sel.tables))
+def _devices(sel: Selection) -> list[dict[str, Any]]:
+    return sel.provider.memo(("memory_devices",), lambda: memory.devices(sel.tables))
 
 
-def _device(sel: Selection, memo: Memo, device: str | None) -> str | None:
+def _device(sel: Selection, device: str | None) -> str | None:
     """The asked device, checked, or the default one; None when the trace has no memory records."""
-    found = _devices(sel, memo)
+    found = _devices(sel)
     if device is None:
         return memory.default_device(found)
     names = [d["device"] for d in found]
@@ -135,17 +134,17 @@ def _range(start_us: float | None, end_us: float | None) -> None:
         raise BadParameter(f"end_us must not be before start_us (got {start_us}..{end_us})")
 
 
-def _placed(sel: Selection, memo: Memo) -> memory.Attribution:
-    return memo.get(sel.tables, ("memory_attribution",), lambda: memory.attribution(sel.tables, op_tree(sel, memo)))
+def _placed(sel: Selection) -> memory.Attribution:
+    return sel.provider.memo(("memory_attribution",), lambda: memory.attribution(sel.tables, sel.provider.op_tree()))
 
 
 @router.get("/api/memory/devices", response_model=Devices)
-def get_devices(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)) -> dict[str, Any]:
+def get_devices(sel: Selection = Depends(select)) -> dict[str, Any]:
     """The devices with memory records (and whether they carry totals and addresses), the default
     one, the records' time extent and the steps."""
-    found = _devices(sel, memo)
+    found = _devices(sel)
     ts = sel.tables.memory["ts"]
-    steps = steps_of(sel, memo)
+    steps = sel.provider.steps()
     return clean_row({
         "devices": found, "default": memory.default_device(found),
         "start_us": ts.min() if len(ts) else None, "end_us": ts.max() if len(ts) else None,
@@ -156,35 +155,35 @@ def get_devices(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)
 
 
 @router.get("/api/memory/curve", response_model=Curve)
-def get_curve(sel: Selection = Depends(select), memo: Memo = Depends(get_memo), device: str | None = _DEVICE,
+def get_curve(sel: Selection = Depends(select), device: str | None = _DEVICE,
               start_us: float | None = _START, end_us: float | None = _END,
               width_px: int = Query(1000, ge=1, le=memory_curve.MAX_CURVE_PX, description="Width of the plot in pixels")
               ) -> dict[str, Any]:
     """Allocated and reserved bytes over time (a step plot, thinned per pixel keeping every peak)."""
     _range(start_us, end_us)
-    name = _device(sel, memo, device)
+    name = _device(sel, device)
     if name is None:
         return {"device": None, "records": 0, "points": 0, "t_us": [], "allocated_bytes": [], "reserved_bytes": [],
                 "peak_allocated": None, "peak_reserved": None, "at_start": None, "capacity_bytes": None,
                 "reason": "this trace has no memory records (profile with profile_memory=True)", "warnings": []}
-    found = memo.get(sel.tables, ("memory_curve", name, start_us, end_us, width_px),
-                     lambda: memory_curve.curve(sel.tables, name, start_us, end_us, width_px))
+    found = sel.provider.memo(("memory_curve", name, start_us, end_us, width_px),
+                              lambda: memory_curve.curve(sel.tables, name, start_us, end_us, width_px))
     return {**found, "warnings": []}
 
 
 @router.get("/api/memory/events", response_model=Events)
-def get_events(sel: Selection = Depends(select), memo: Memo = Depends(get_memo), device: str | None = _DEVICE,
+def get_events(sel: Selection = Depends(select), device: str | None = _DEVICE,
                start_us: float | None = _START, end_us: float | None = _END,
                limit: int = Query(MAX_EVENT_ROWS, ge=1, le=MAX_EVENT_ROWS,
                                   description="At most this many rows, the earliest first")) -> dict[str, Any]:
     """Allocations paired with their frees (operator, size, times, lifetime), in a time range."""
     _range(start_us, end_us)
-    name = _device(sel, memo, device)
+    name = _device(sel, device)
     if name is None:
         return {"device": None, "total": 0, "rows": [], "reason": "this trace has no memory records", "warnings": []}
-    found = memo.get(sel.tables, ("memory_events", name, start_us, end_us),
-                     lambda: memory.memory_events(sel.tables, op_tree(sel, memo), name, start_us, end_us,
-                                                  _placed(sel, memo)))
+    found = sel.provider.memo(("memory_events", name, start_us, end_us),
+                              lambda: memory.memory_events(sel.tables, sel.provider.op_tree(), name, start_us, end_us,
+                                                           _placed(sel)))
     rows = found["rows"]
     warnings = [] if len(rows) <= limit else [
         f"Showing the first {limit:,} of {len(rows):,} allocations: select a shorter range to see the rest."]
@@ -192,14 +191,14 @@ def get_events(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
 
 
 @router.get("/api/memory/stats", response_model=Stats)
-def get_stats(sel: Selection = Depends(select), memo: Memo = Depends(get_memo), device: str | None = _DEVICE,
+def get_stats(sel: Selection = Depends(select), device: str | None = _DEVICE,
               start_us: float | None = _START, end_us: float | None = _END) -> dict[str, Any]:
     """Per operator: calls, size increase, allocation count and size, each also counting only the
     operator's own records (self)."""
     _range(start_us, end_us)
-    name = _device(sel, memo, device)
+    name = _device(sel, device)
     if name is None:
         return {"device": None, "rows": [], "warnings": []}
-    return memo.get(sel.tables, ("memory_stats", name, start_us, end_us),
-                    lambda: memory.memory_stats(sel.tables, op_tree(sel, memo), name, start_us, end_us,
-                                                _placed(sel, memo)))
+    return sel.provider.memo(("memory_stats", name, start_us, end_us),
+                             lambda: memory.memory_stats(sel.tables, sel.provider.op_tree(), name, start_us, end_us,
+                                                         _placed(sel)))

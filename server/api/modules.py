@@ -11,9 +11,7 @@ from pydantic import BaseModel
 from ..analysis import modules as modules_analysis
 from ..analysis.modules import module_view, operator_tree
 from ..trace.schema import Kind
-from .deps import Memo, Selection, add_moved_route, get_memo, select
-from .operators import op_tree
-from .trace import flows_of
+from .deps import Selection, add_moved_route, select
 from .views import View, about_of, has_kind
 
 
@@ -102,18 +100,19 @@ VIEW = View("modules", "Module", router, has_kind(Kind.CPU_OP), about_of(modules
 
 
 @router.get("/api/modules", response_model=Modules)
-def get_modules(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)) -> dict[str, Any]:
+def get_modules(sel: Selection = Depends(select)) -> dict[str, Any]:
     """nn.Module instances as a tree by call path (occurrences, operators, host/device total and
     self time in us, averages, backward time through fwdbwd flows), with icicle columns."""
-    return memo.get(sel.tables, ("modules",),
-                    lambda: module_view(sel.tables, op_tree(sel, memo), flows_of(sel, memo)))
+    p = sel.provider
+    return p.memo(("modules",), lambda: module_view(p.tables(), p.op_tree(), p.flows()))
 
 
 @router.get("/api/modules/optree", response_model=OperatorTree)
-def get_optree(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)) -> dict[str, Any]:
+def get_optree(sel: Selection = Depends(select)) -> dict[str, Any]:
     """The main thread's operators, annotations and modules as a tree, same-named siblings
     merged (calls, host/device total and self in us), capped with "… N more" nodes."""
-    return memo.get(sel.tables, ("optree_view",), lambda: operator_tree(sel.tables, op_tree(sel, memo)))
+    p = sel.provider
+    return p.memo(("optree_view",), lambda: operator_tree(p.tables(), p.op_tree()))
 
 
 add_moved_route(router, "/api/optree", "/api/modules/optree")

@@ -9,10 +9,11 @@ from pydantic import BaseModel
 
 from ..analysis import operators as operators_analysis
 from ..analysis import optree as optree_analysis
-from ..analysis.operators import op_instances, operator_table, stack_table
-from ..analysis.optree import OpTree, build_op_tree, tree_warnings
+from ..analysis.operators import operator_table, stack_table
+from ..analysis.optree import tree_warnings
 from ..trace.schema import Kind
-from .deps import Memo, Selection, get_memo, select
+from .deps import Selection, select
+from .models import Frame
 from .views import View, about_of, has_kind
 
 
@@ -39,12 +40,6 @@ class Operators(BaseModel):
     warnings: list[str]
 
 
-class Frame(BaseModel):
-    file: str | None
-    line: int | None
-    function: str
-
-
 class StackRow(OpNumbers):
     frames: list[Frame]
 
@@ -61,37 +56,28 @@ VIEW = View("operators", "Operator", router, has_kind(Kind.CPU_OP), about_of(ope
             renamed_from=("operator",))
 
 
-def op_tree(sel: Selection, memo: Memo) -> OpTree:
-    """The selected trace's operator tree (shared with the kernel view)."""
-    return memo.get(sel.tables, ("optree",), lambda: build_op_tree(sel.tables.events))
-
-
-def op_instances_of(sel: Selection, memo: Memo):
-    """The selected trace's operator calls and their call stacks (shared with the trace view)."""
-    return memo.get(sel.tables, ("op_instances",), lambda: op_instances(sel.tables.events, op_tree(sel, memo)))
-
-
 @router.get("/api/operators", response_model=Operators, response_model_exclude_unset=True)
-def get_operators(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
+def get_operators(sel: Selection = Depends(select),
                   group_by: Literal["name", "name_shape"] = Query("name", description="name, or name and input shapes")
                   ) -> dict[str, Any]:
     """Every operator with calls, host/device self and total time (us) and tensor-core shares."""
+    p = sel.provider
+
     def compute() -> dict[str, Any]:
-        instances, _ = op_instances_of(sel, memo)
+        instances, _ = p.op_instances()
         return {"group_by": group_by, "rows": operator_table(instances, group_by),
-                "warnings": tree_warnings(sel.tables.events, op_tree(sel, memo))}
-    return memo.get(sel.tables, ("operators", group_by), compute)
+                "warnings": tree_warnings(p.tables().events, p.op_tree())}
+    return p.memo(("operators", group_by), compute)
 
 
 @router.get("/api/operators/stacks", response_model=Stacks)
-def get_operator_stacks(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
+def get_operator_stacks(sel: Selection = Depends(select),
                         name: str = Query(..., description="Operator name, as in /api/operators",
                                           examples=["aten::mm"]),
                         input_shape: str | None = Query(None, description="Only calls with these input shapes")
                         ) -> dict[str, Any]:
     """The distinct Python call stacks of one operator, each with its own numbers; frames innermost first."""
-    instances, stacks = op_instances_of(sel, memo)
+    instances, stacks = sel.provider.op_instances()
     warnings = [] if (instances["name"] == name).any() else [f"This trace has no operator named {name!r}."]
-    rows = memo.get(sel.tables, ("stacks", name, input_shape),
-                    lambda: stack_table(instances, stacks, name, input_shape))
+    rows = sel.provider.memo(("stacks", name, input_shape), lambda: stack_table(instances, stacks, name, input_shape))
     return {"name": name, "input_shape": input_shape, "rows": rows, "warnings": warnings}

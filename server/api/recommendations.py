@@ -11,8 +11,8 @@ from pydantic import BaseModel
 
 from ..analysis import recommendations as recommendations_analysis
 from ..analysis.rules import RULES
-from .deps import Memo, Selection, get_memo, select
-from .overview import Recommendation, overview_of
+from .deps import Selection, overview_of, select
+from .models import Recommendation
 from .views import View, about_of, every_trace
 
 
@@ -28,7 +28,7 @@ VIEW = View("recommendations", "Recommendations", router, every_trace,
 
 
 @router.get("/api/recommendations", response_model=Recommendations, response_model_exclude_unset=True)
-def get_recommendations(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)) -> dict[str, Any]:
+def get_recommendations(sel: Selection = Depends(select)) -> dict[str, Any]:
     """Findings about this trace, most severe first, each with its numbers, thresholds and
     evidence (time ranges and event ids that open the Trace view on the place)."""
-    return {"recommendations": overview_of(sel, memo)["recommendations"], "warnings": []}
+    return {"recommendations": overview_of(sel)["recommendations"], "warnings": []}

@@ -65,7 +65,7 @@ def _run_info(state: RunState) -> RunInfo:
     else:
         status = "ready"
     errors = [f"{f.worker} span {f.span}: {f.error}" for f in files if f.error]
-    first_ready = next((fs.tables for fs in state.files.values() if fs.status == "ready"), None)
+    first_ready = next((fs.provider for fs in state.files.values() if fs.status == "ready" and fs.provider), None)
     return RunInfo(
         name=state.run.name,
         status=status,
@@ -73,7 +73,7 @@ def _run_info(state: RunState) -> RunInfo:
         error="; ".join(errors) if errors else None,
         workers=list(state.run.workers),
         spans={w: state.run.spans(w) for w in state.run.workers},
-        views=active_views(first_ready, state.run),
+        views=active_views(first_ready.views() if first_ready is not None else None, state.run),
         files=files,
         snapshots=[f.name for f in state.run.snapshots],
     )

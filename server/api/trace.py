@@ -13,17 +13,16 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from ..analysis import flows, lod, timeline
+from ..analysis import flows, timeline
 from ..analysis.callstacks import parse_frame
 from ..analysis.names import BadPattern
 from ..analysis.records import clean_row
-from ..analysis.steps import Steps, detect_steps
 from ..files import open_regular
 from ..trace.schema import Kind
 from ..trace.tables import TraceTables
-from .deps import Memo, Selection, get_memo, select, time_query
+from .deps import Selection, select, time_query
 from .errors import BadParameter, NotFound, StillLoading, TraceUnreadable
-from .operators import Frame, op_instances_of, op_tree
+from .models import Frame, StepRange
 from .views import View, about_of
 
 
@@ -34,12 +33,6 @@ class Lane(BaseModel):
     kind: str
     rows: int
     events: int
-
-
-class StepRange(BaseModel):
-    step: str
-    start_us: float
-    end_us: float
 
 
 class Lanes(BaseModel):
@@ -166,26 +159,6 @@ def has_events(tables: TraceTables) -> bool:
 VIEW = View("trace", "Trace", router, has_events, about_of(timeline))
 
 
-def _layout(sel: Selection, memo: Memo) -> timeline.Layout:
-    return memo.get(sel.tables, ("timeline",), lambda: timeline.build_layout(sel.tables))
-
-
-def _blocks(sel: Selection, memo: Memo) -> lod.Blocks:
-    layout = _layout(sel, memo)
-    return memo.get(sel.tables, ("timeline", "blocks"), lambda: lod.build_blocks(sel.tables, layout))
-
-
-def flows_of(sel: Selection, memo: Memo) -> flows.Flows:
-    """The selected trace's flow pairs (shared with the torch.compile view)."""
-    layout = _layout(sel, memo)
-    return memo.get(sel.tables, ("flows",), lambda: flows.build_flows(sel.tables, layout.lane_of >= 0))
-
-
-def steps_of(sel: Selection, memo: Memo) -> Steps:
-    """The selected trace's steps (shared with the memory view)."""
-    return memo.get(sel.tables, ("steps",), lambda: detect_steps(sel.tables.events))
-
-
 def _range(layout: timeline.Layout, start_us: float | None, end_us: float | None) -> tuple[float, float]:
     lo, hi = layout.extent
     start = lo if start_us is None else start_us
@@ -201,10 +174,9 @@ _WIDTH = Query(1000, ge=1, le=20000, description="Width of the drawing in pixels
 
 
 @router.get("/api/trace/lanes", response_model=Lanes)
-def get_lanes(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)) -> dict[str, Any]:
+def get_lanes(sel: Selection = Depends(select)) -> dict[str, Any]:
     """The timeline's lanes (process, thread or stream, rows, event count), extent and steps."""
-    layout = _layout(sel, memo)
-    steps = steps_of(sel, memo)
+    layout, steps = sel.provider.layout(), sel.provider.steps()
     return {
         "start_us": layout.extent[0], "end_us": layout.extent[1], "lanes": layout.lanes,
         "steps": [clean_row({"step": n, "start_us": s, "end_us": e}) for n, s, e in zip(steps.names, steps.starts, steps.ends)],
@@ -213,13 +185,14 @@ def get_lanes(sel: Selection = Depends(select), memo: Memo = Depends(get_memo)) 
 
 
 @router.get("/api/trace/window", response_model=Window)
-def get_window(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
+def get_window(sel: Selection = Depends(select),
                start_us: float | None = _START, end_us: float | None = _END, width_px: int = _WIDTH,
                lanes: str | None = Query(None, description="Comma-separated lane ids (default: all)")
                ) -> dict[str, Any]:
     """Per lane, the events wide enough to see at this resolution, and merged blocks for the rest;
     the flow arrows (launch to GPU work, forward to backward operator) with an end in the window."""
-    layout = _layout(sel, memo)
+    p = sel.provider
+    layout = p.layout()
     start, end = _range(layout, start_us, end_us)
     wanted = None
     if lanes:
@@ -227,27 +200,27 @@ def get_window(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
             wanted = [int(part) for part in lanes.split(",") if part.strip()]
         except ValueError:
             raise BadParameter(f"lanes: expected comma-separated lane ids, got {lanes!r}") from None
-    arrows = flows.window_flows(sel.tables, flows_of(sel, memo), layout.lane_of, layout.row_of, start, end)
-    answer = timeline.window(sel.tables, layout, start, end, width_px, wanted, _blocks(sel, memo))
+    arrows = flows.window_flows(sel.tables, p.flows(), layout.lane_of, layout.row_of, start, end)
+    answer = timeline.window(sel.tables, layout, start, end, width_px, wanted, p.blocks())
     return {**answer, "flows": arrows, "warnings": []}
 
 
 @router.get("/api/trace/event", response_model=Event)
-def get_event(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
+def get_event(sel: Selection = Depends(select),
               id: int = Query(..., description="Event id, as in window boxes and search matches", examples=[0])
               ) -> dict[str, Any]:
     """One event: its fields, step, call stack and the events it is tied to."""
-    layout = _layout(sel, memo)
+    p = sel.provider
+    layout = p.layout()
     events = sel.tables.events
     if not (0 <= id < len(events)) or layout.lane_of[id] < 0:
         raise NotFound(f"this trace has no timeline event {id}")
-    tree = op_tree(sel, memo)
-    steps = steps_of(sel, memo)
+    tree, steps = p.op_tree(), p.steps()
     ts = float(events["ts"].iat[id])
     inside = np.flatnonzero((steps.starts <= ts) & (ts < steps.ends))
     frames: list[dict[str, Any]] = []
     if events["kind"].iat[id] == Kind.CPU_OP:  # only operators have call stacks
-        _, stacks = op_instances_of(sel, memo)
+        _, stacks = p.op_instances()
         if stacks.of_row[id] >= 0:
             frames = [parse_frame(f) for f in stacks.frames[stacks.of_row[id]]]
     return clean_row({
@@ -257,33 +230,33 @@ def get_event(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
         "step": steps.names[inside[0]] if len(inside) else None,
         "fields": timeline.event_fields(sel.tables, id),
         "frames": frames,
-        "links": timeline.event_links(sel.tables, layout, tree, flows_of(sel, memo), id),
+        "links": timeline.event_links(sel.tables, layout, tree, p.flows(), id),
         "warnings": [],
     })
 
 
 @router.get("/api/trace/search", response_model=Search)
-def get_search(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
+def get_search(sel: Selection = Depends(select),
                q: str = Query(..., min_length=1, max_length=1000,
                               description="Text the name contains (case-insensitive)", examples=["ProfilerStep"]),
                regex: bool = Query(False, description="Treat q as an RE2 regular expression (no backreferences "
                                    "or lookaround; linear time, so no pattern can stall the server)")
                ) -> dict[str, Any]:
     """Timeline events whose name matches, by start time (the first 1000, and the total)."""
-    layout = _layout(sel, memo)
+    layout = sel.provider.layout()
     try:
-        found = memo.get(sel.tables, ("search", q, regex), lambda: timeline.search(sel.tables, layout, q, regex))
+        found = sel.provider.memo(("search", q, regex), lambda: timeline.search(sel.tables, layout, q, regex))
     except BadPattern as exc:
         raise BadParameter(f"q: not a valid RE2 regular expression ({exc})") from None
     return {**found, "warnings": []}
 
 
 @router.get("/api/trace/counters", response_model=Counters)
-def get_counters(sel: Selection = Depends(select), memo: Memo = Depends(get_memo),
+def get_counters(sel: Selection = Depends(select),
                  start_us: float | None = _START, end_us: float | None = _END, width_px: int = _WIDTH
                  ) -> dict[str, Any]:
     """Counter tracks over the window, one value per pixel: GPU utilization, SM efficiency, memory, trace counters."""
-    start, end = _range(_layout(sel, memo), start_us, end_us)
+    start, end = _range(sel.provider.layout(), start_us, end_us)
     return {"series": timeline.counters(sel.tables, start, end, width_px), "warnings": []}
 
 

@@ -194,9 +194,10 @@ class Entry:
                     return False, None
         return False, None
 
-    def write_item(self, item: str, tag: str, value: Any, classes: Mapping[str, type]) -> bool:
-        """Store `value` as the item's file of this tag, replacing its other versions; failures
-        (disk full, read-only store, a value outside the codec's allowlist) are logged, not raised."""
+    def write_item(self, item: str, tag: str, value: Any, classes: Mapping[str, type]) -> str | None:
+        """Store `value` as the item's file of this tag, replacing its other versions, and name the
+        file; failures (disk full, read-only store, a value outside the codec's allowlist) are
+        logged, not raised (None)."""
         root = os.path.dirname(self.folder)
         tmp = None
         try:
@@ -211,7 +212,7 @@ class Entry:
             self.checked[name] = FileId.of(os.stat(os.path.join(self.folder, name)))
         except Exception as exc:
             log.warning("cannot store %s in %s: %s: %s", item, self.folder, type(exc).__name__, exc)
-            return False
+            return None
         finally:
             if tmp is not None:
                 _unlink(tmp)
@@ -219,7 +220,7 @@ class Entry:
             match = _ITEM_FILE.match(other)
             if match and match.group(1) == item and other != name:
                 _unlink(os.path.join(self.folder, other))
-        return True
+        return name
 
 
 def _crc_of(fh) -> int:
@@ -247,15 +248,17 @@ def entry_key(path: str, size: int, mtime: float) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
-def open_entry(store: str, key: str, trace: str = "") -> Entry | None:
-    """The entry for `key` with its tables checked, or None when absent or damaged (a damaged
-    entry is removed, and logged against `trace`)."""
+def open_entry(store: str, key: str, trace: str = "", check: bool = True) -> Entry | None:
+    """The entry for `key` with its tables checked (with `check` False: only its folder and
+    meta.json; the tables when first mapped), or None when absent or damaged (a damaged entry is
+    removed, and logged against `trace`)."""
     folder = Path(store) / key
     if not os.path.lexists(folder):
         return None
     try:
         entry = _open(folder)
-        entry.tables()  # every check, before the entry is used
+        if check:
+            entry.tables()  # every check, before the entry is used
         return entry
     except MemoryError:
         raise  # not the entry's fault: keep it

@@ -1,0 +1,151 @@
+"""Derived data of one trace: what its store entry keeps beside the tables (layout and versions:
+server/trace/entry.py), computed once, in the loader process right after parsing.
+
+`ITEMS` lists each item: its name, its version (a constant next to the code that computes it),
+the items it is computed from, and the computation, a pure analysis function. An item's `tag`
+hashes its version with those of the items it is computed from (and the codec's): a new version of
+one analysis recomputes its item and the items made from it, nothing else. Items that are not
+`stored` are intermediates (the step breakdown): computed when an item needs them, never written.
+
+`LOAD_ORDER` is the order the loader computes them in: what /api/runs needs first (the views a
+trace has: the trace is ready once they are known), then the overview and what it is made from
+(the first page a user opens), then the rest.
+
+`Derivation` gets the items of one trace, each once: from memory, else from the entry, else
+computed from the tables and the items it needs, and stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .analysis import callstacks, distributed, flows, lod, memory, optree, overview, steps, timeline
+from .analysis.operators import OP_INSTANCES_VERSION, op_instances
+from .trace import codec
+from .trace.entry import Entry
+from .trace.tables import TraceTables
+
+@dataclass(frozen=True)
+class Item:
+    name: str
+    version: int
+    needs: tuple[str, ...]
+    compute: Callable[..., Any]  # (tables, worker, *the needed items) -> value
+    stored: bool = True
+    by_worker: bool = False  # the value holds the worker's name (which discovery gives)
+
+
+def _views(tables: TraceTables, worker: str) -> list[str]:
+    from .api import trace_views  # the view registry imports the routers, which import this module's users
+
+    return trace_views(tables)
+
+
+def _views_version() -> int:
+    from .api import VIEWS_VERSION
+
+    return VIEWS_VERSION
+
+
+ITEMS: dict[str, Item] = {item.name: item for item in (
+    Item("views", 0, (), _views),  # version: the view registry's (see _tag)
+    Item("steps", steps.STEPS_VERSION, (), lambda t, w: steps.detect_steps(t.events)),
+    Item("breakdown", overview.BREAKDOWN_VERSION, ("steps",), lambda t, w, s: overview.step_breakdown(t.events, s),
+         stored=False),
+    Item("optree", optree.OPTREE_VERSION, (), lambda t, w: optree.build_op_tree(t.events)),
+    Item("overview", overview.OVERVIEW_VERSION, ("steps", "breakdown", "optree"),
+         lambda t, w, s, b, tree: overview.worker_overview(t, lambda: tree, s, b)),
+    Item("summary", distributed.SUMMARY_VERSION, ("steps", "breakdown"),
+         lambda t, w, s, b: distributed.summarize_worker(w, t, s, b), by_worker=True),
+    Item("layout", timeline.LAYOUT_VERSION, (), lambda t, w: timeline.build_layout(t)),
+    Item("blocks", lod.BLOCKS_VERSION, ("layout",), lambda t, w, layout: lod.build_blocks(t, layout)),
+    Item("flows", flows.FLOWS_VERSION, ("layout",), lambda t, w, layout: flows.build_flows(t, layout.lane_of >= 0)),
+    Item("op_instances", OP_INSTANCES_VERSION, ("optree",), lambda t, w, tree: op_instances(t.events, tree)),
+)}
+LOAD_ORDER = tuple(ITEMS)
+
+# The dataclasses stored items are made of: the codec reads and writes these and no others.
+CLASSES: dict[str, type] = {cls.__name__: cls for cls in (
+    steps.Steps, optree.OpTree, callstacks.Stacks, timeline.Layout, lod.Blocks, flows.Flows,
+    distributed.WorkerSummary)}
+
+
+def _version_text(name: str) -> str:
+    item = ITEMS[name]
+    version = _views_version() if name == "views" else item.version
+    return f"{name}:{version}(" + ",".join(_version_text(n) for n in item.needs) + ")"
+
+
+def tag(name: str, worker: str) -> str:
+    """The item's version as it appears in its file name (8 hex digits)."""
+    text = f"{codec.CODEC_VERSION};{_version_text(name)}"
+    if ITEMS[name].by_worker:
+        text += f";{worker}"
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+
+
+def current_items(entry: Entry, worker: str) -> set[str]:
+    """The stored items whose file in the entry is of the current version."""
+    tags = entry.item_tags()
+    return {name for name, item in ITEMS.items() if item.stored and tag(name, worker) in tags.get(name, ())}
+
+
+class Derivation:
+    """The items of one trace, each got once (thread-safe): from memory, else read from `entry`,
+    else computed from the tables and stored in `entry`. `before` is called, with no lock held,
+    before an item is read or computed (the server waits there for the loader computing it);
+    `kept` after each value is got, with whether it was computed here."""
+
+    def __init__(self, entry: Entry | None, tables: Callable[[], TraceTables], worker: str,
+                 before: Callable[[str], None] = lambda name: None,
+                 kept: Callable[[str, Any, bool], None] = lambda name, value, computed: None) -> None:
+        self.entry, self.tables, self.worker = entry, tables, worker
+        self.before, self.kept = before, kept
+        self.values: dict[str, Any] = {}
+        self.written: dict[str, str | None] = {}  # item -> the file it was stored in (None: it could not be)
+        self._locks = {name: threading.Lock() for name in ITEMS}
+
+    def get(self, name: str) -> Any:
+        if name in self.values:
+            return self.values[name]
+        item = ITEMS[name]
+        self.before(name)
+        with self._locks[name]:
+            if name in self.values:
+                return self.values[name]
+            found, value = self.stored(name)
+            if not found:
+                needed = [self.get(n) for n in item.needs]
+                value = item.compute(self.tables(), self.worker, *needed)
+                if item.stored and self.entry is not None:
+                    self.written[name] = self.entry.write_item(name, tag(name, self.worker), value, CLASSES)
+            self.values[name] = value
+        self.kept(name, value, not found)
+        return value
+
+    def stored(self, name: str) -> tuple[bool, Any]:
+        """(True, value) when the entry holds the item at its current version."""
+        if not ITEMS[name].stored or self.entry is None:
+            return False, None
+        return self.entry.read_item(name, tag(name, self.worker), CLASSES)
+
+
+def derive(entry: Entry, tables: TraceTables, worker: str, on_event: Callable[[tuple], None]) -> None:
+    """Compute and store every item the entry lacks at its current version, in LOAD_ORDER (the
+    loader's work after parsing). `on_event` hears ("ready",) once the trace's views are stored,
+    ("computing", name) before each later item and ("stored", name, file, FileId | None) after it
+    (file None: it could not be stored); an item stored meanwhile by another process (the server)
+    is skipped."""
+    derivation = Derivation(entry, lambda: tables, worker)
+    derivation.get("views")
+    on_event(("ready",))
+    for name in LOAD_ORDER:
+        if name == "views" or not ITEMS[name].stored or name in current_items(entry, worker):
+            continue
+        on_event(("computing", name))
+        derivation.get(name)
+        file = derivation.written.get(name)
+        on_event(("stored", name, file, entry.checked.get(file) if file else None))

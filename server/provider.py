@@ -1,0 +1,315 @@
+"""One provider per loaded trace: what every router needs of the trace, each thing read or computed once.
+
+A `TraceProvider` holds the trace's store entry (where it is, its metadata and warnings: small) and
+gives routers the tables (mapped from the entry), the derived items (server/derived.py: steps,
+operator tree, operator calls, flows, timeline layout, the worker's overview and distributed
+summary; read from the entry, where the loader stored them), and `memo` for request-specific
+results. Analyses stay pure: routers pass them what the provider gives.
+
+While the loader process still computes items after the trace became ready, a request for the
+item the loader is computing waits for it; one for an item the loader has not reached computes it
+here and stores it (the loader then skips it).
+
+Memory: what a provider holds (categories, items computed in this process, memoised results;
+mapped pages are the OS's) counts against the server's `Budget`. Past the budget, the providers
+used least recently drop what they hold, never one serving a request (`use`); asked again, they
+read it back from the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections import OrderedDict
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pandas as pd
+
+from .analysis.distributed import WorkerSummary, combine
+from .analysis.flows import Flows
+from .analysis.lod import Blocks
+from .analysis.optree import OpTree
+from .analysis.callstacks import Stacks
+from .analysis.steps import Steps
+from .analysis.timeline import Layout
+from .derived import Derivation
+from .trace.entry import Entry, FileId, discard
+from .trace.tables import TraceTables
+
+log = logging.getLogger("profboard")
+
+MEMO_SIZE = 128  # request-specific results kept per trace
+
+
+class TableDamage(Exception):
+    """The trace's tables turned out damaged when first mapped: the entry was removed and the
+    trace is being loaded again."""
+
+
+class TraceProvider:
+    def __init__(self, entry: Entry, worker: str, budget: Budget, reload: Callable[[], None]) -> None:
+        self.entry, self.worker = entry, worker
+        self._budget, self._reload = budget, reload
+        self._lock = threading.Lock()
+        self._in_use = 0
+        self.last_used = time.monotonic()
+        self._tables: TraceTables | None = None
+        self._sizes: dict[Any, int] = {}  # what is held -> its bytes
+        self._memo: OrderedDict[tuple, Any] = OrderedDict()
+        self._derivation = self._new_derivation()
+        self._views: list[str] | None = None
+        # The loader process, while it computes items after the trace became ready.
+        self._loader = threading.Condition()
+        self._loader_active = False
+        self._loader_at: str | None = None
+        budget.add(self)
+
+    # what /api/runs shows
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.entry.warnings)
+
+    def views(self) -> list[str]:
+        """Names of the views this trace has by itself (kept: a few names)."""
+        if self._views is None:
+            self._views = self._derivation.get("views")
+        return self._views
+
+    # use
+    @contextmanager
+    def use(self) -> Iterator[TraceProvider]:
+        """Pins what the provider holds while a request works with it."""
+        with self._lock:
+            self._in_use += 1
+            self.last_used = time.monotonic()
+        try:
+            yield self
+        finally:
+            with self._lock:
+                self._in_use -= 1
+
+    def tables(self) -> TraceTables:
+        with self._lock:
+            if self._tables is not None:
+                return self._tables
+        try:
+            tables = self.entry.tables()
+        except MemoryError:
+            raise
+        except Exception as exc:  # a table file damaged since the entry was written
+            discard(self.entry.folder, str(exc))
+            self._reload()
+            raise TableDamage(str(exc)) from None
+        with self._lock:
+            if self._tables is None:
+                self._tables = tables
+                self._sizes["tables"] = held_bytes(tables)
+            tables = self._tables
+        self._budget.charge(self)
+        return tables
+
+    def steps(self) -> Steps:
+        return self._derivation.get("steps")
+
+    def op_tree(self) -> OpTree:
+        return self._derivation.get("optree")
+
+    def op_instances(self) -> tuple[pd.DataFrame, Stacks]:
+        return self._derivation.get("op_instances")
+
+    def layout(self) -> Layout:
+        return self._derivation.get("layout")
+
+    def blocks(self) -> Blocks:
+        """The timeline's level-of-detail blocks."""
+        return self._derivation.get("blocks")
+
+    def flows(self) -> Flows:
+        return self._derivation.get("flows")
+
+    def overview(self) -> dict[str, Any]:
+        """This worker's overview on its own (the findings across ranks are added per request)."""
+        return self._derivation.get("overview")
+
+    def summary(self) -> WorkerSummary:
+        """This worker's share of the Distributed view."""
+        return self._derivation.get("summary")
+
+    def stored_summary(self) -> WorkerSummary | None:
+        """The summary when it is at hand (held or stored), else None: never computed here."""
+        if "summary" in self._derivation.values:
+            return self._derivation.values["summary"]
+        found, value = self._derivation.stored("summary")
+        return value if found else None
+
+    def memo(self, key: tuple, compute: Callable[[], Any]) -> Any:
+        """A request-specific result, computed once per `key` (kept among the last MEMO_SIZE)."""
+        with self._lock:
+            if key in self._memo:
+                self._memo.move_to_end(key)
+                return self._memo[key]
+        value = compute()
+        with self._lock:
+            self._memo[key] = value
+            self._sizes[("memo", key)] = held_bytes(value)
+            while len(self._memo) > MEMO_SIZE:
+                old, _ = self._memo.popitem(last=False)
+                self._sizes.pop(("memo", old), None)
+        self._budget.charge(self)
+        return value
+
+    # memory
+    @property
+    def held(self) -> int:
+        """Bytes this provider holds (mapped pages not counted)."""
+        with self._lock:
+            return sum(self._sizes.values())
+
+    def drop(self) -> int:
+        """Let go of what the provider holds unless a request is using it; the bytes freed."""
+        with self._lock:
+            if self._in_use:
+                return 0
+            freed = sum(self._sizes.values())
+            self._tables, self._sizes, self._memo = None, {}, OrderedDict()
+            self._derivation = self._new_derivation()
+        return freed
+
+    def close(self) -> None:
+        """The trace is gone (its file vanished or changed): let go of everything."""
+        self._budget.remove(self)
+        with self._loader:
+            self._loader_active = False
+            self._loader.notify_all()
+
+    def _new_derivation(self) -> Derivation:
+        return Derivation(self.entry, self.tables, self.worker, before=self._wait_for_loader, kept=self._kept)
+
+    def _kept(self, name: str, value: Any, computed: bool) -> None:
+        with self._lock:
+            self._sizes[("item", name)] = held_bytes(value)
+        self._budget.charge(self)
+
+    # the loader process's progress, told by the store
+    def loader_started(self) -> None:
+        with self._loader:
+            self._loader_active = True
+
+    def loader_computing(self, name: str) -> None:
+        with self._loader:
+            self._loader_at = name
+
+    def loader_stored(self, name: str, file: str | None, checked: FileId | None) -> None:
+        """The loader stored `name` in `file`, whose checksum it checked (as the file was then)."""
+        with self._loader:
+            if file is not None and checked is not None:
+                self.entry.checked[file] = checked
+            self._loader_at = None
+            self._loader.notify_all()
+
+    def loader_done(self) -> None:
+        with self._loader:
+            self._loader_active, self._loader_at = False, None
+            self._loader.notify_all()
+
+    def _wait_for_loader(self, name: str) -> None:
+        with self._loader:
+            while self._loader_active and self._loader_at == name:
+                self._loader.wait()
+
+
+class Budget:
+    """The bytes that providers may hold together; past it, those used least recently drop theirs."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._providers: dict[int, TraceProvider] = {}
+
+    def add(self, provider: TraceProvider) -> None:
+        with self._lock:
+            self._providers[id(provider)] = provider
+
+    def remove(self, provider: TraceProvider) -> None:
+        with self._lock:
+            self._providers.pop(id(provider), None)
+
+    @property
+    def held(self) -> int:
+        with self._lock:
+            providers = list(self._providers.values())
+        return sum(p.held for p in providers)
+
+    def charge(self, provider: TraceProvider) -> None:
+        """After `provider` took more: drop others, least recently used first, until under the limit."""
+        with self._lock:
+            others = sorted((p for p in self._providers.values() if p is not provider), key=lambda p: p.last_used)
+        total = self.held
+        for victim in others:
+            if total <= self.limit:
+                return
+            held = victim.held
+            if held and victim.drop():
+                log.info("memory budget: let go of %s (%.0f MB)", victim.entry.folder, held / 1e6)
+                total -= held
+
+
+def held_bytes(value: Any) -> int:
+    """Bytes a value holds in this process: arrays over memory of their own (not views on a mapped
+    file, which is the OS's), Python objects by their size, walking containers."""
+    seen: set[int] = set()
+
+    def size(v: Any) -> int:
+        if id(v) in seen:
+            return 0
+        seen.add(id(v))
+        if isinstance(v, np.ndarray):
+            return _array_bytes(v) + (sum(size(x) for x in v.ravel()) if v.dtype == object else 0)
+        if isinstance(v, pd.DataFrame):
+            return sum(size(_values(v.iloc[:, i])) for i in range(v.shape[1]))
+        if isinstance(v, pd.Categorical):
+            return _array_bytes(v._codes) + int(v.categories.memory_usage(deep=True))
+        if isinstance(v, pd.api.extensions.ExtensionArray):
+            return int(v.nbytes)
+        if isinstance(v, dict):
+            return sys.getsizeof(v) + sum(size(k) + size(x) for k, x in v.items())
+        if isinstance(v, (list, tuple, set)):
+            return sys.getsizeof(v) + sum(size(x) for x in v)
+        if isinstance(v, TraceTables):
+            return sum(size(getattr(v, name)) for name in ("events", "memory", "flows", "counters"))
+        if hasattr(v, "__dataclass_fields__"):
+            return sys.getsizeof(v) + sum(size(getattr(v, f)) for f in v.__dataclass_fields__)
+        return sys.getsizeof(v)
+
+    return size(value)
+
+
+def _values(column: pd.Series) -> Any:
+    return column.array if isinstance(column.dtype, pd.CategoricalDtype) or not isinstance(column.dtype, np.dtype) \
+        else column.to_numpy()
+
+
+def _array_bytes(array: np.ndarray) -> int:
+    base = array
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    # A chain that ends in another object's buffer (an Arrow buffer over a mapped file) holds no memory of its own.
+    return int(array.nbytes) if isinstance(base, np.ndarray) else 0
+
+
+def run_view(workers: dict[str, TraceProvider], key: tuple, stored_only: bool) -> dict[str, Any] | None:
+    """The Distributed view of a run's span from its workers' summaries, memoised with the first
+    worker's trace under `key` (which names the loaded files). `stored_only`: from summaries at
+    hand only (None while one is still being computed), never computing one here."""
+    anchor = next(iter(workers.values()))
+    summaries = []
+    for provider in workers.values():
+        summary = provider.stored_summary() if stored_only else provider.summary()
+        if summary is None:
+            return None
+        summaries.append(summary)
+    return anchor.memo(("distributed", key), lambda: combine(summaries))
