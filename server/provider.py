@@ -261,12 +261,12 @@ class Budget:
 def held_bytes(value: Any) -> int:
     """Bytes a value holds in this process: arrays over memory of their own (not views on a mapped
     file, which is the OS's), Python objects by their size, walking containers."""
-    seen: set[int] = set()
+    seen: dict[int, Any] = {}  # holding what it saw, so that no id is reused meanwhile
 
     def size(v: Any) -> int:
         if id(v) in seen:
             return 0
-        seen.add(id(v))
+        seen[id(v)] = v
         if isinstance(v, np.ndarray):
             return _array_bytes(v) + (sum(size(x) for x in v.ravel()) if v.dtype == object else 0)
         if isinstance(v, pd.DataFrame):

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from profboard.server.trace import codec
+from values import assert_identical
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,35 +34,6 @@ def round_trip(value):
     sink = pa.BufferOutputStream()
     codec.write_value(sink, value, CLASSES)
     return codec.read_value(sink.getvalue(), CLASSES)
-
-
-def assert_identical(a, b, path="value") -> None:
-    """Equal, and of the same types all the way down (a tuple is no list, np.int64 no int)."""
-    assert type(a) is type(b), (path, type(a), type(b))
-    if isinstance(a, np.ndarray):
-        assert (a.dtype, a.shape) == (b.dtype, b.shape), path
-        if a.dtype == object:
-            assert_identical(a.tolist(), b.tolist(), path)
-        else:
-            assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), path
-    elif isinstance(a, pd.DataFrame):
-        pd.testing.assert_frame_equal(a, b, check_exact=True, check_column_type=True, check_categorical=True)
-        assert a.columns.dtype == b.columns.dtype, path
-    elif dataclasses.is_dataclass(a):
-        for f in dataclasses.fields(a):
-            assert_identical(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_identical(x, y, f"{path}[{i}]")
-    elif isinstance(a, dict):
-        assert list(a) == list(b), path
-        for k in a:
-            assert_identical(a[k], b[k], f"{path}[{k!r}]")
-    elif isinstance(a, float) and math.isnan(a):
-        assert math.isnan(b), path
-    else:
-        assert a == b, (path, a, b)
 
 
 VALUES = [

@@ -1,0 +1,225 @@
+"""The trace's store and its provider (server/derived.py, server/provider.py, server/store.py): derived
+items read back as they were computed, versions that recompute only what changed, damaged items and
+tables, the loader's items waited for, the memory budget, and the overview across ranks."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from profboard.server import derived
+from profboard.server.analysis.distributed import distributed
+from profboard.server.analysis.overview import overview
+from profboard.server.derived import ITEMS, Derivation, current_items, derive, tag
+from profboard.server.provider import Budget, TraceProvider, held_bytes
+from profboard.server.trace.load import store_trace
+from values import assert_identical
+
+REPO = Path(__file__).resolve().parents[2]
+TRANSFORMER = next((REPO / "tests/data/h200/bf16_transformer").glob("*.pt.trace.json.gz"))
+STRAGGLER = REPO / "tests/data/h200x2/ddp_straggler_rank0"
+STORED = [name for name, item in ITEMS.items() if item.stored]
+
+
+def stored_trace(path: Path, store: Path):
+    st = path.stat()
+    return store_trace(str(path), st.st_size, st.st_mtime, [str(store)])
+
+
+@pytest.fixture(scope="module")
+def transformer(tmp_path_factory):
+    """The bf16 transformer's entry with every item stored, and the items as computed from its tables."""
+    store = tmp_path_factory.mktemp("store")
+    entry, tables = stored_trace(TRANSFORMER, store)
+    computed = Derivation(None, lambda: tables, "worker0")
+    derive(entry, tables, "worker0", lambda event: None)
+    return store, entry, {name: computed.get(name) for name in STORED}
+
+
+def test_every_item_reads_back_as_computed(transformer):
+    store, entry, computed = transformer
+    assert current_items(entry, "worker0") == set(STORED)
+    st = TRANSFORMER.stat()
+    reopened, tables = store_trace(str(TRANSFORMER), st.st_size, st.st_mtime, [str(store)])
+    read = Derivation(reopened, lambda: pytest.fail("an item was computed instead of read"), "worker0")
+    for name in STORED:
+        assert_identical(computed[name], read.get(name), name)
+
+
+def test_the_stored_overview_is_the_overview_of_one_worker(transformer):
+    store, entry, computed = transformer
+    st = TRANSFORMER.stat()
+    _, tables = store_trace(str(TRANSFORMER), st.st_size, st.st_mtime, [])
+    assert computed["overview"] == overview(tables)
+
+
+def test_derive_reports_ready_first_then_each_item(tmp_path):
+    entry, tables = stored_trace(TRANSFORMER, tmp_path)
+    events = []
+    derive(entry, tables, "worker0", events.append)
+    assert events[0] == ("ready",)
+    computing = [e[1] for e in events if e[0] == "computing"]
+    assert computing == [n for n in derived.LOAD_ORDER if n != "views" and ITEMS[n].stored]
+    for event in events:
+        if event[0] == "stored":
+            _, name, file, checked = event
+            assert file.startswith(f"{name}-") and entry.checked[file] == checked
+    events.clear()
+    derive(entry, tables, "worker0", events.append)  # everything is stored: nothing to compute
+    assert events == [("ready",)]
+
+
+def test_a_new_version_recomputes_only_its_item_and_those_made_from_it(tmp_path, monkeypatch):
+    entry, tables = stored_trace(TRANSFORMER, tmp_path)
+    derive(entry, tables, "worker0", lambda event: None)
+    before = {name: tag(name, "worker0") for name in STORED}
+    monkeypatch.setitem(ITEMS, "optree", dataclasses.replace(ITEMS["optree"], version=ITEMS["optree"].version + 1))
+    changed = {name for name in STORED if tag(name, "worker0") != before[name]}
+    assert changed == {"optree", "overview", "op_instances"}
+    assert current_items(entry, "worker0") == set(STORED) - changed
+    events = []
+    derive(entry, tables, "worker0", events.append)
+    assert {e[1] for e in events if e[0] == "computing"} == changed
+    names = sorted(os.listdir(entry.folder))
+    assert len([n for n in names if n.startswith("optree-")]) == 1, "the stale version was not removed"
+
+
+def test_the_summary_is_kept_per_worker_name(tmp_path):
+    entry, tables = stored_trace(TRANSFORMER, tmp_path)
+    derive(entry, tables, "worker0", lambda event: None)
+    assert "summary" not in current_items(entry, "renamed")
+    assert Derivation(entry, lambda: tables, "renamed").get("summary").identity["worker"] == "renamed"
+
+
+def test_a_damaged_item_is_removed_and_computed_again(tmp_path, caplog):
+    entry, tables = stored_trace(TRANSFORMER, tmp_path)
+    derive(entry, tables, "worker0", lambda event: None)
+    good = Derivation(None, lambda: tables, "worker0").get("layout")  # not a view on the file damaged below
+    (file,) = [n for n in os.listdir(entry.folder) if n.startswith("layout-")]
+    path = Path(entry.folder) / file
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    entry.checked.clear()  # a fresh process: the file is checked when first read
+    with caplog.at_level(logging.WARNING, logger="profboard"):
+        again = Derivation(entry, lambda: tables, "worker0").get("layout")
+    assert any("layout" in r.getMessage() and "damaged" in r.getMessage() for r in caplog.records)
+    assert_identical(good, again)
+    entry.checked.clear()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="profboard"):  # stored again, whole
+        assert_identical(good, Derivation(entry, lambda: pytest.fail("computed again"), "worker0").get("layout"))
+    assert not caplog.records
+
+
+def provider_of(path: Path, store: Path, budget: Budget, reload=lambda: None) -> TraceProvider:
+    entry, _ = stored_trace(path, store)
+    return TraceProvider(entry, "worker0", budget, reload)
+
+
+def test_a_request_waits_for_the_item_the_loader_is_computing(tmp_path):
+    entry, tables = stored_trace(TRANSFORMER, tmp_path)
+    provider = TraceProvider(entry, "worker0", Budget(1 << 30), lambda: None)
+    provider.loader_started()
+    provider.loader_computing("steps")
+    got = []
+    asker = threading.Thread(target=lambda: got.append(provider.steps()))
+    asker.start()
+    time.sleep(0.3)
+    assert not got, "the request computed the item the loader was computing"
+    loader = Derivation(entry, lambda: tables, "worker0")  # the loader, in another process
+    loader.get("steps")
+    file = loader.written["steps"]
+    provider.loader_stored("steps", file, entry.checked[file])
+    asker.join(5)
+    assert_identical(got[0], loader.values["steps"])
+
+
+def test_an_item_the_loader_has_not_reached_is_computed_and_stored_here(tmp_path):
+    entry, tables = stored_trace(TRANSFORMER, tmp_path)
+    provider = TraceProvider(entry, "worker0", Budget(1 << 30), lambda: None)
+    provider.loader_started()
+    provider.loader_computing("steps")
+    provider.layout()
+    assert "layout" in current_items(entry, "worker0")
+
+
+def test_the_budget_drops_the_least_recently_used_never_one_in_use(tmp_path):
+    budget = Budget(1 << 40)
+    a, b, c = (provider_of(TRANSFORMER, tmp_path / name, budget) for name in "abc")
+    for p in (a, b, c):
+        with p.use():
+            p.tables()
+            p.layout()
+    held = {p: p.held for p in (a, b, c)}
+    assert all(held.values())
+    budget.limit = held[b] + held[c]  # room for two
+    with a.use():  # a is used again: b is now the least recent
+        with c.use():
+            a.memo(("answer",), lambda: list(range(1000)))
+    assert b.held == 0 and a.held > 0 and c.held > 0
+    budget.limit = 0
+    with a.use():
+        a.memo(("another",), lambda: [0])
+        assert a.held > 0, "a provider serving a request let go of its data"
+    assert c.held == 0
+    with b.use():  # dropped data comes back from the store
+        assert len(b.tables().events) and b.layout() is not None
+
+
+def test_held_bytes_count_what_is_not_mapped(tmp_path):
+    entry, tables = stored_trace(TRANSFORMER, tmp_path)
+    mapped = entry.tables()
+    categories = sum(int(c.cat.categories.memory_usage(deep=True)) for frame in
+                     (mapped.events, mapped.memory, mapped.flows, mapped.counters)
+                     for _, c in frame.items() if c.dtype == "category")
+    assert held_bytes(mapped) == categories  # numeric columns and codes are views on the file
+    numeric = sum(c.to_numpy().nbytes for _, c in tables.events.items() if c.dtype != "category")
+    assert held_bytes(tables) > categories + numeric  # parsed here: every column
+
+
+def test_a_damaged_table_of_a_served_trace_is_loaded_again(tmp_path, start_app):
+    logdir, store = tmp_path / "logdir", tmp_path / "store"
+    (logdir / "run").mkdir(parents=True)
+    shutil.copyfile(TRANSFORMER, logdir / "run" / TRANSFORMER.name)
+    first = start_app(logdir, expect=["run"], cache_dir=store)
+    clean = first.get("/api/operators", {"run": "run"}).json()
+    first.stop()
+    f = next(iter(store.iterdir()))
+    data = bytearray((f / "events.arrow").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (f / "events.arrow").write_bytes(bytes(data))
+    again = start_app(logdir, expect=["run"], cache_dir=store)
+    try:
+        assert again.runs()["run"]["status"] == "ready"  # opened from the store: tables checked when mapped
+        answer = again.get("/api/operators", {"run": "run"})
+        assert answer.status_code == 409 and "damaged" in answer.json()["error"]["message"]
+        again.wait_until_loaded(["run"])
+        assert again.get("/api/operators", {"run": "run"}).json() == clean
+        assert "parsing the trace again" in again.log()
+    finally:
+        again.stop()
+
+
+def test_the_overview_adds_the_findings_across_ranks_from_stored_summaries(tmp_path, start_app):
+    shutil.copytree(STRAGGLER, tmp_path / "logdir" / "run")
+    app = start_app(tmp_path / "logdir", expect=["run"], cache_dir=tmp_path / "store")
+    tables = {}
+    for path in sorted((tmp_path / "logdir" / "run").iterdir()):
+        st = path.stat()
+        tables[path.name.split(".")[0]] = store_trace(str(path), st.st_size, st.st_mtime, [])[1]
+    assert sorted(app.runs()["run"]["workers"]) == sorted(tables)
+    view = distributed(tables)
+    for worker in tables:
+        answer = app.get("/api/overview", {"run": "run", "worker": worker}).json()
+        expected = overview(tables[worker], distributed_of=lambda: view, worker=worker)
+        assert answer["recommendations"] == expected["recommendations"]
+        assert "straggler" in {f["id"] for f in answer["recommendations"]}
+    app.stop()
