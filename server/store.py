@@ -29,6 +29,7 @@ import signal
 import tempfile
 import threading
 import time
+from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ class FileState:
     error: str | None = None
     provider: TraceProvider | None = None
     attempts: int = 0
+    wanted: bool = False  # a request asked for it while it loaded: it loads before files nobody asked for
 
     @property
     def warnings(self) -> list[str]:
@@ -83,6 +85,11 @@ class TraceStore:
         self._tasks: dict[int, FileState] = {}
         self._task_ids = itertools.count()
         self._stop = threading.Event()
+        # Loads wait here for a free loader, not in the pool, whose queue is first come, first served: a
+        # logdir may hold thousands of traces, and the run a request asks for should load next (run()).
+        self._waiting: deque[tuple[FileState, tuple]] = deque()
+        self._loading = 0  # loads handed to the pool and not done
+        self._queue_lock = threading.Lock()
         self.budget = Budget(settings.memory_budget)
         # Entries go to the store folder; to a private one deleted at exit with --no-cache, or when
         # the store folder cannot be written.
@@ -230,7 +237,31 @@ class TraceStore:
             provider.close()
         self._submit(fs, None)
 
-    def _submit(self, fs: FileState, entry: Entry | None) -> None:
+    def _submit(self, fs: FileState, *args: Any) -> None:
+        """Queue a load of `fs` (arguments for _start): first if a request asked for the file."""
+        with self._queue_lock:
+            if fs.wanted:
+                self._waiting.appendleft((fs, args))
+            else:
+                self._waiting.append((fs, args))
+        self._feed()
+
+    def _feed(self) -> None:
+        """Hand queued loads to the pool while it has a loader free."""
+        while True:
+            with self._queue_lock:
+                if self._stop.is_set() or not self._waiting or self._loading >= max(1, self.settings.load_workers):
+                    return
+                fs, args = self._waiting.popleft()
+                self._loading += 1
+            self._start(fs, *args)
+
+    def _loaded(self, future: Future) -> None:
+        with self._queue_lock:
+            self._loading -= 1
+        self._feed()
+
+    def _start(self, fs: FileState, entry: Entry | None) -> None:
         f, s = fs.file, self.settings
         task = next(self._task_ids)
         self._tasks[task] = fs
@@ -245,6 +276,7 @@ class TraceStore:
             self._tasks.pop(task, None)
             return
         future.add_done_callback(lambda done: self._finish(task, done))
+        future.add_done_callback(self._loaded)
 
     def _replace_broken_pool(self) -> None:
         with self._lock:
@@ -291,8 +323,24 @@ class TraceStore:
             return list(self._runs.values())
 
     def run(self, name: str) -> RunState | None:
+        """The run `name`. A request for it is someone viewing it: its files still queued load next."""
         with self._lock:
-            return self._runs.get(name)
+            state = self._runs.get(name)
+        if state is not None:
+            self._first([fs for fs in state.files.values() if fs.status == "loading"])
+        return state
+
+    def _first(self, files: list[FileState]) -> None:
+        """`files` go to the front of the load queue, and there when they join it later."""
+        if not files:
+            return
+        ids = {id(fs) for fs in files}
+        with self._queue_lock:
+            for fs in files:
+                fs.wanted = True
+            ahead = [item for item in self._waiting if id(item[0]) in ids]
+            if ahead:
+                self._waiting = deque(ahead + [item for item in self._waiting if id(item[0]) not in ids])
 
 
 _worker_progress: Any = None  # this worker process's end of the progress queue

@@ -1,0 +1,57 @@
+"""A logdir of thousands of runs: /api/runs lists every run at once while they load in the background,
+and the run a request asks for loads before the runs queued ahead of it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from profboard.server.app import create_app
+from profboard.server.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+SMALL_TRACE = REPO / "examples/logdir/loss_sync_after/vm_471.1796155657212980565.pt.trace.json.gz"
+
+
+def _many_runs(logdir: Path, count: int) -> list[str]:
+    """`count` runs, each a hard link (a copy across file systems) of one small trace; their names in order."""
+    names = [f"run{i:04d}" for i in range(count)]
+    for name in names:
+        (logdir / name).mkdir(parents=True)
+        try:
+            os.link(SMALL_TRACE, logdir / name / SMALL_TRACE.name)
+        except OSError:
+            shutil.copy(SMALL_TRACE, logdir / name / SMALL_TRACE.name)
+    return names
+
+
+def _client(logdir: Path, tmp_path: Path, **settings) -> TestClient:
+    app = create_app(Settings(logdir=str(logdir), cache_dir=str(tmp_path / "cache"), rescan_seconds=3600, **settings))
+    return TestClient(app, base_url="http://localhost")
+
+
+def test_runs_lists_2000_runs_at_once_while_they_load(tmp_path: Path):
+    names = _many_runs(tmp_path / "logdir", 2000)
+    with _client(tmp_path / "logdir", tmp_path) as client:
+        runs = client.get("/api/runs").json()["runs"]
+        assert [r["name"] for r in runs] == names
+        assert sum(r["status"] == "loading" for r in runs) > 1900, "loading goes on in the background"
+
+
+def test_the_run_asked_for_loads_before_the_runs_queued_ahead_of_it(tmp_path: Path):
+    names = _many_runs(tmp_path / "logdir", 30)
+    with _client(tmp_path / "logdir", tmp_path, load_workers=1) as client:
+        assert client.get("/api/overview", params={"run": names[-1]}).status_code == 409  # still queued
+        deadline = time.monotonic() + 60
+        while (runs := {r["name"]: r["status"] for r in client.get("/api/runs").json()["runs"]})[names[-1]] == "loading":
+            assert time.monotonic() < deadline, "the last run did not load in 60 s"
+            time.sleep(0.01)
+    ready = [name for name, status in runs.items() if status != "loading"]
+    # In discovery order it would have loaded last, after 29 others; asked for, it goes next, after the
+    # load under way when it was asked for (and the next, or two, while this test looked).
+    assert runs[names[-1]] == "ready" and len(ready) <= 4, ready
