@@ -178,6 +178,14 @@ def _runs(count: int, idle_wait_s: float) -> dict:
     return out
 
 
+def _safely(measure: Callable[..., dict], *args: Any) -> dict:
+    """`measure(*args)`, or what went wrong: one failed measurement must not lose the others' figures."""
+    try:
+        return measure(*args)
+    except Exception as exc:  # reported beside the figures
+        return {"error": f"{measure.__name__.strip('_')}: {type(exc).__name__}: {exc}"}
+
+
 def _median(runs: list[dict], key: str) -> float | None:
     values = [r[key] for r in runs if isinstance(r.get(key), (int, float))]
     return statistics.median(values) if values else None
@@ -232,21 +240,21 @@ def main() -> None:
         parser.error(f"unknown measurement(s): {', '.join(sorted(only - set(MEASURES)))}")
     result: dict = {"code": code_version(), "repeat": args.repeat, "only": sorted(only), "load": os.getloadavg()}
     lines = [f"code {result['code']}; load average at start {result['load'][0]:.2f}"]
-    for trace in args.traces:
+    for trace in args.traces if only & {"cold", "views", "window", "reopen", "shutdown"} else []:
         runs: list[dict] = [{} for _ in range(args.repeat)]
         for run in runs:
             if only & {"cold", "views", "window", "reopen"}:
                 with tempfile.TemporaryDirectory() as cache:
-                    run.update(_open_trace(trace, only, Path(cache)))
+                    run.update(_safely(_open_trace, trace, only, Path(cache)))
             if "shutdown" in only:
-                run.update(_shutdown(trace))
+                run.update(_safely(_shutdown, trace))
             print(f"{trace.name}: {json.dumps(run)}", file=sys.stderr, flush=True)
         result[str(trace)] = runs
         lines += _report_trace(trace, runs)
     if "summary" in only:
         from reference_plugin import measure
 
-        runs = [_summary(args.summary_trace) for _ in range(args.repeat)]
+        runs = [_safely(_summary, args.summary_trace) for _ in range(args.repeat)]
         reference = measure(str(args.summary_trace), args.repeat, loader=True)
         result["summary"] = {"runs": runs, "reference": reference}
         cold = _median(runs, "summary_cold_s")
@@ -258,7 +266,7 @@ def main() -> None:
                   + (f"   ({reference['error']})" if "error" in reference else ""),
                   _row("  its time / profboard cold", "reference_ratio", ratio, "x")]
     if "runs" in only:
-        runs = [_runs(args.runs, args.idle_wait) for _ in range(args.repeat)]
+        runs = [_safely(_runs, args.runs, args.idle_wait) for _ in range(args.repeat)]
         result["runs"] = runs
         lines += [f"a logdir of {args.runs:,} runs, medians of {args.repeat}:",
                   _row("start to /api/runs listing them all", "runs_listed_s", _median(runs, "runs_listed_s"), "s"),
@@ -267,6 +275,9 @@ def main() -> None:
                   _row("idle RSS of the process tree", "idle_tree_rss_gb", _median(runs, "idle_tree_rss_gb"), "GB"),
                   _row("idle RSS of the server process", "", _median(runs, "idle_server_rss_gb"), "GB"),
                   _row("peak RSS of the process tree", "", _median(runs, "peak_rss_gb"), "GB")]
+    errors = [r["error"] for value in result.values() if isinstance(value, list) for r in value if "error" in r]
+    errors += [r["error"] for r in result.get("summary", {}).get("runs", []) if "error" in r]
+    lines += [f"failed: {error}" for error in errors]
     print("\n".join(lines), file=sys.stderr)
     json.dump(result, sys.stdout, indent=1)
     print()
