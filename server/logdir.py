@@ -133,14 +133,15 @@ def _local_files(root: str, notes: list[str]):
     that leaves the logdir is read, and `notes` says so. The logdir's own entries are walked
     before linked folders, and the walk stops after MAX_SCAN_ENTRIES entries."""
     real_root = os.path.realpath(root)
-    own: list[tuple[str, str | None]] = [(root, None)]  # (folder, the link that leads outside, if any)
-    linked: list[tuple[str, str | None]] = []
+    # (folder, its real path, the link that leads outside, if any); a folder's real path is its parent's
+    # and its name unless it was reached through a link: resolving each one took most of a scan.
+    own: list[tuple[str, str, str | None]] = [(root, real_root, None)]
+    linked: list[tuple[str, str, str | None]] = []
     seen: set[str] = set()
     noted: set[str] = set()
     entries = 0
     while own or linked:
-        folder, via = own.pop() if own else linked.pop()
-        real = os.path.realpath(folder)
+        folder, real, via = own.pop() if own else linked.pop()
         if real in seen:  # a link cycle, or a folder linked twice
             continue
         seen.add(real)
@@ -154,7 +155,7 @@ def _local_files(root: str, notes: list[str]):
                 notes.append(f"the scan stopped after {MAX_SCAN_ENTRIES:,} files and folders; "
                              "runs beyond them are not listed (point --logdir at a smaller folder)")
                 return
-            path, link = entry.path, via
+            path, link, st = entry.path, via, None
             if entry.is_symlink():
                 target = os.path.realpath(path)
                 why = _not_followed(target, real_root)
@@ -163,13 +164,20 @@ def _local_files(root: str, notes: list[str]):
                     continue
                 if link is None and not _within(target, real_root):
                     link = f"{os.path.relpath(path, root)} links to {target}, outside the logdir"
-            try:
-                st = os.stat(path)
-            except OSError:  # dangling link, or removed meanwhile
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                (own if link is None else linked).append((path, link))
+                try:
+                    st = os.stat(path)
+                except OSError:  # dangling link, or removed meanwhile
+                    continue
+                is_dir, real_path = stat.S_ISDIR(st.st_mode), target
+            else:  # the folder listing tells a folder from a file: no stat for files that are not traces
+                is_dir, real_path = entry.is_dir(follow_symlinks=False), os.path.join(real, entry.name)
+            if is_dir:
+                (own if link is None else linked).append((path, real_path, link))
             elif parse_trace_name(entry.name) is not None or _SNAPSHOT_FILE.match(entry.name):
+                try:
+                    st = st or entry.stat(follow_symlinks=False)
+                except OSError:  # removed meanwhile
+                    continue
                 if link is not None and link not in noted:
                     noted.add(link)
                     notes.append(f"{link}: read from there")
@@ -251,7 +259,10 @@ def discover(logdir: str, notes: list[str] | None = None) -> dict[str, Run]:
         if parsed is None and not _SNAPSHOT_FILE.match(base):
             continue
         folder = posixpath.dirname(path)
-        folder_rel = posixpath.relpath(fs._strip_protocol(folder) if not local else folder, root)
+        if local:  # the walk joined each path onto root: cut it off (relpath took a third of a scan)
+            folder_rel = "." if folder == root else folder[len(root.rstrip("/")) + 1:]
+        else:
+            folder_rel = posixpath.relpath(fs._strip_protocol(folder), root)
         # Names are ids in URLs and JSON; paths stay as the file system has them, for opening.
         run = readable(root_name if folder_rel == "." else folder_rel)
         if parsed is None:
