@@ -1,15 +1,17 @@
-"""JSON bytes of a Chrome trace -> metadata and chunks of typed events, tolerating damage.
+"""JSON bytes of a Chrome trace -> metadata and typed events, tolerating damage.
 
-1. Split the document: a top-level object's keys (with `traceEvents` kept raw) or a bare
-   event array (Chrome's "JSON array format"). This pass also checks the JSON syntax.
-2. Decode the event array with the typed schema: in one pass when it is not huge, else in
-   chunks of raw per-event slices (bounded memory on GB-sized traces). A chunk that fails
-   validation is decoded event by event, and an event that still fails is kept as far as
-   its fields allow, else skipped and counted.
-Damage handling: non-standard tokens (`NaN`, `Infinity`, bare `N/A`) are replaced by
-`null`, and escapes of lone UTF-16 surrogates (`\ud800`, which Python's json module writes
-for some byte strings) by U+FFFD, and decoding is retried; an event whose strings are not
-UTF-8 is read with U+FFFD in their place; a document cut short (a job killed mid-write) is closed
+1. Find the event array. A plainly shaped document (the `traceEvents` key once, as trace
+   writers put it, or a bare event array: Chrome's "JSON array format") is split by
+   find_events without a JSON pass over the array, whose syntax is checked as its pieces are
+   decoded; any other, or one whose array turns out not to be valid JSON, by decode_trace: a
+   JSON pass over the whole document, keeping `traceEvents` raw.
+2. Decode a piece of the array with the typed schema (decode_events). A piece that fails
+   validation is decoded CHUNK_EVENTS at a time, a chunk that fails event by event, and an
+   event that still fails is kept as far as its fields allow, else skipped and counted.
+Damage handling (decode_trace): non-standard tokens (`NaN`, `Infinity`, bare `N/A`) are replaced
+by `null`, and escapes of lone UTF-16 surrogates (`\ud800`, which Python's json module writes
+for some byte strings) by U+FFFD, and decoding is retried; an event whose strings are not UTF-8
+is read with U+FFFD in their place; a document cut short (a job killed mid-write) is closed
 after its last complete event, keeping everything before the cut, with a warning.
 """
 
@@ -18,15 +20,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
 
 from .schema import Args, CounterEvent, Event
 
+if TYPE_CHECKING:
+    from .read import FileSpan
+
+# How many events a one-process load read at a time from arrays over WHOLE_DECODE_BYTES (and
+# from any whose events did not all decode): the order of rows that start together depends on it
+# (DecodedTrace.read_chunk), and odd events are read on their own a chunk at a time.
 CHUNK_EVENTS = 40_000
-# Event arrays up to this size decode in one pass (fastest); larger ones chunk by chunk.
 WHOLE_DECODE_BYTES = 192 << 20
 # How many candidate cut points to try when closing a truncated document.
 _MAX_REPAIR_TRIES = 64
@@ -43,7 +50,7 @@ class DecodedTrace:
     closed after its last complete event, the raw slices of those events."""
 
     metadata: dict[str, Any]
-    array: bytes | bytearray | memoryview | msgspec.Raw  # the JSON text of the event array
+    array: bytes | bytearray | memoryview | msgspec.Raw | FileSpan  # the JSON text of the event array
     warnings: list[str] = field(default_factory=list)
     raw_events: list[msgspec.Raw] | None = None
     # Whether the array is known to be valid JSON (decode_trace); locate_events leaves that to
@@ -247,18 +254,16 @@ def decode_trace(data: bytes) -> DecodedTrace:
 _EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
 
 
-def locate_events(data: bytes | bytearray) -> DecodedTrace | None:
-    """Metadata and event array of a plainly shaped document, found without a JSON pass over
-    the array (most of the document): the array is checked as its pieces are decoded. None
-    when the document is not plainly shaped; decode_trace then reads it."""
+def find_events(data: bytes | bytearray) -> tuple[dict[str, Any], int, int] | None:
+    """(metadata, start, end of the event array) of a plainly shaped document, found without a
+    JSON pass over the array, which is most of the document: the array is checked as its pieces
+    are decoded. None when the document is not plainly shaped; decode_trace then reads it."""
     first = _first_char(data)
     end = data.rfind(b"]") + 1
     if end == 0:
         return None
     if first == b"[":
-        if data[end:].strip(b" \t\r\n"):
-            return None
-        return DecodedTrace({}, memoryview(data), checked=False)
+        return None if data[end:].strip(b" \t\r\n") else ({}, 0, len(data))
     key = _EVENTS_KEY.search(data) if first == b"{" else None
     if key is None or end <= key.end():
         return None
@@ -274,7 +279,16 @@ def locate_events(data: bytes | bytearray) -> DecodedTrace | None:
         return None
     if bytes(top.pop("traceEvents", b"")) != b"[]":
         return None
-    return DecodedTrace(_decode_values(top), memoryview(data)[start:end], checked=False)
+    return _decode_values(top), start, end
+
+
+def locate_events(data: bytes | bytearray) -> DecodedTrace | None:
+    """The metadata and unchecked event array of a plainly shaped document (find_events)."""
+    found = find_events(data)
+    if found is None:
+        return None
+    metadata, start, end = found
+    return DecodedTrace(metadata, memoryview(data)[start:end], checked=False)
 
 
 # What a file that is not JSON looks like, by its first bytes. The bytes themselves are never

@@ -7,8 +7,8 @@ from typing import Callable
 
 from .entry import Entry, entry_key, open_entry, write_entry
 from .parallel import Helpers
-from .parse import parse_raw_trace, parse_trace_bytes
-from .read import DEFAULT_MAX_BYTES, read_trace_bytes
+from .parse import parse_raw_trace, parse_trace_bytes, parse_trace_file  # noqa: F401 (parse_trace_bytes: its old home)
+from .read import DEFAULT_MAX_BYTES, open_trace_file, read_trace_bytes
 from .tables import TraceTables
 
 Progress = Callable[[float], None]
@@ -50,6 +50,10 @@ def parse_trace(path: str, max_bytes: int = DEFAULT_MAX_BYTES, on_progress: Prog
                 helpers: Helpers | None = None) -> TraceTables:
     """Parse the trace at `path` into tables; raises TraceFormatError when nothing can be recovered."""
     report = on_progress or (lambda _: None)
+    file = open_trace_file(path, max_bytes)
+    tables = parse_trace_file(file, report, helpers) if file is not None else None
+    if tables is not None:
+        return tables
     raw = read_trace_bytes(path, max_bytes)
     report(0.25)
     # Reading is about a quarter of the work; decoding the events the rest.

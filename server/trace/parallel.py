@@ -4,6 +4,8 @@ Reading events into columns is most of a load, and pieces of the event array are
 the array is cut at event boundaries into pieces of about PIECE_BYTES, read in this process
 and on helpers (whichever is free takes the next piece), and their columns are kept in array
 order for tables.py to join, so the tables come out exactly as a one-process load makes them.
+A piece of a big local file (read.TraceFile) is read from the file by whoever decodes it, into
+a buffer that process keeps for its next piece; other pieces are sent to the helpers.
 
 A cut is found by a byte pattern (`}` `,` `{` with only whitespace between), which could also
 match inside a string; such a cut makes a piece invalid JSON, and the array is then split at
@@ -25,6 +27,7 @@ import msgspec
 
 from .columns import PieceColumns, read_piece
 from .decode import CHUNK_EVENTS, DecodedTrace, decode_events, decode_raw_events, split_events
+from .read import FileSpan, TraceFile
 
 PIECE_BYTES = 24 << 20
 # Raw events per piece when the array is read as a list of raw events (a repaired document).
@@ -33,25 +36,46 @@ MAX_HELPERS = 4
 # JSON whitespace only: `\s` would also take bytes that make the text invalid JSON.
 _BETWEEN_EVENTS = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _OPENING = re.compile(rb"[ \t\r\n]*\[[ \t\r\n]*")
+_WHITESPACE = b" \t\r\n"
+# Bytes looked at a time for a cut, the array's opening and its end.
+_WINDOW = 1 << 16
 
 Progress = Callable[[float], None]
+Reader = Callable[[int, int], Any]  # (start, stop) -> those bytes of the array
 
 
-def cut_points(array: bytes | memoryview, piece_bytes: int = PIECE_BYTES) -> list[tuple[int, int]]:
-    """(start, end) of pieces of the JSON array `array` ("[...]"), each a run of whole events,
-    without the brackets and the commas between pieces."""
-    opening = _OPENING.match(array)
-    end = len(array)
-    while end and array[end - 1] in b" \t\r\n":
-        end -= 1
-    if opening is None or end <= opening.end() or array[end - 1] != ord("]"):
+def cut_points(read: Reader, size: int, piece_bytes: int = PIECE_BYTES) -> list[tuple[int, int]]:
+    """(start, end) of pieces of a JSON array ("[...]") of `size` bytes, each a run of whole
+    events, without the brackets and the commas between pieces; [] when it does not look like
+    an array. `read(start, stop)` gives bytes of the array."""
+    opening = _OPENING.match(read(0, min(size, _WINDOW)))
+    end = size  # after the last byte that is not whitespace, which must be "]"
+    while end > 0:
+        tail = bytes(read(max(0, end - _WINDOW), end)).rstrip(_WHITESPACE)
+        end = max(0, end - _WINDOW) + len(tail)
+        if tail:
+            break
+    if opening is None or end <= opening.end() or bytes(read(end - 1, end)) != b"]":
         return []
     starts, stops = [opening.end()], []
-    while (match := _BETWEEN_EVENTS.search(array, starts[-1] + piece_bytes, end - 1)) is not None:
-        stops.append(match.start() + 1)
-        starts.append(match.end() - 1)
+    while (cut := _next_cut(read, starts[-1] + piece_bytes, end - 1)) is not None:
+        stops.append(cut[0] + 1)
+        starts.append(cut[1] - 1)
     stops.append(end - 1)
     return list(zip(starts, stops))
+
+
+def _next_cut(read: Reader, start: int, stop: int) -> tuple[int, int] | None:
+    """(start, end) of the first pattern between events in start..stop, looking a window at a time."""
+    window = _WINDOW
+    while start < stop:
+        match = _BETWEEN_EVENTS.search(read(start, min(stop, start + window)))
+        if match is not None:
+            return start + match.start(), start + match.end()
+        if start + window >= stop:
+            return None
+        window *= 4  # the pattern may straddle the window's end: look again further
+    return None
 
 
 @dataclass(frozen=True)
@@ -93,30 +117,52 @@ def read_text(text: bytes | bytearray | memoryview) -> PieceColumns:
     return read_piece(decode_events(text))
 
 
+# This process's buffer for pieces of files, kept for the next piece: fresh memory costs a page
+# fault per 4 KB, a second per GB on the machines measured.
+_buffer = bytearray()
+
+
+def read_file_piece(file: TraceFile, start: int, stop: int) -> PieceColumns:
+    """Columns of the events in bytes start..stop of `file`; runs in a helper process too.
+    Raises read.FileChanged when the file is not the one the load opened."""
+    global _buffer
+    size = stop - start + 2
+    if len(_buffer) < size:
+        _buffer = bytearray(size)
+    text = memoryview(_buffer)[:size]
+    text[0], text[-1] = ord("["), ord("]")
+    file.read_into(text[1:-1], start)
+    return read_text(text)
+
+
+Job = tuple[Callable[..., PieceColumns], tuple]
+
+
 def read_pieces(decoded: DecodedTrace, helpers: Helpers | None = None,
                 on_progress: Progress | None = None) -> list[PieceColumns]:
     """The columns of every piece of `decoded`'s events, in array order. Raises
     msgspec.DecodeError when the array is not valid JSON (only a document that decode_trace
-    did not check can be invalid)."""
+    did not check can be invalid), read.FileChanged when its file changed."""
     report = on_progress or (lambda _: None)
     if decoded.raw_events is not None:
         return _read_raw(decoded.raw_events, report)
+    if isinstance(decoded.array, FileSpan):
+        span = decoded.array
+        pieces = cut_points(lambda start, stop: span.file.read(span.start + start, span.start + stop), len(span),
+                            PIECE_BYTES)
+        if not pieces:
+            raise msgspec.DecodeError("traceEvents is not an array")
+        return _read_jobs([(read_file_piece, (span.file, span.start + start, span.start + stop))
+                           for start, stop in pieces], helpers, report)
     with memoryview(decoded.array) as array:
         try:
-            pieces = cut_points(array, PIECE_BYTES) if len(array) > PIECE_BYTES else []
+            pieces = cut_points(lambda start, stop: array[start:stop], len(array),
+                                PIECE_BYTES) if len(array) > PIECE_BYTES else []
             if len(pieces) < 2:
                 parts = [read_text(decoded.array)]
                 report(1.0)
                 return parts
-            if helpers is not None and not helpers.broken:
-                parts = _read_on_helpers(array, pieces, helpers, report)
-                if parts is not None:
-                    return parts
-            parts = []
-            for i, piece in enumerate(pieces):
-                parts.append(read_text(_bracketed(array, *piece)))
-                report((i + 1) / len(pieces))
-            return parts
+            return _read_jobs([(read_text, (array, start, stop)) for start, stop in pieces], helpers, report)
         except msgspec.DecodeError:
             if not decoded.checked:
                 raise
@@ -132,21 +178,41 @@ def _read_raw(raws: list[msgspec.Raw], report: Progress) -> list[PieceColumns]:
     return parts
 
 
-def _read_on_helpers(array: memoryview, pieces: list[tuple[int, int]], helpers: Helpers,
-                     report: Progress) -> list[PieceColumns] | None:
-    """The pieces' columns, each piece read by whichever is free: the helpers are kept one piece
+def _run(job: Job, helpers: Helpers | None = None) -> PieceColumns | Future:
+    """Run a job here, or hand it to a helper. A piece of an array in memory is copied out
+    (with brackets) only now, so that copies do not pile up."""
+    function, args = job
+    if function is read_text:
+        args = (_bracketed(*args),)
+    return function(*args) if helpers is None else helpers.pool.submit(function, *args)
+
+
+def _read_jobs(jobs: list[Job], helpers: Helpers | None, report: Progress) -> list[PieceColumns]:
+    if helpers is not None and not helpers.broken:
+        parts = _read_on_helpers(jobs, helpers, report)
+        if parts is not None:
+            return parts
+    parts = []
+    for job in jobs:
+        parts.append(_run(job))
+        report(len(parts) / len(jobs))
+    return parts
+
+
+def _read_on_helpers(jobs: list[Job], helpers: Helpers, report: Progress) -> list[PieceColumns] | None:
+    """The pieces' columns, each piece read by whichever is free: the helpers are kept two pieces
     ahead each, and this process reads the next piece while they are busy. None when a helper
     died (out of memory?): then this process reads them all."""
-    parts: list[PieceColumns | None] = [None] * len(pieces)
+    parts: list[PieceColumns | None] = [None] * len(jobs)
     pending: dict[int, Future] = {}
     taken = done = 0
     try:
-        while taken < len(pieces) or pending:
-            while taken < len(pieces) and len(pending) < 2 * helpers.count:
-                pending[taken] = helpers.pool.submit(read_text, _bracketed(array, *pieces[taken]))
+        while taken < len(jobs) or pending:
+            while taken < len(jobs) and len(pending) < 2 * helpers.count:
+                pending[taken] = _run(jobs[taken], helpers)
                 taken += 1
-            if taken < len(pieces):
-                parts[taken] = read_text(_bracketed(array, *pieces[taken]))
+            if taken < len(jobs):
+                parts[taken] = _run(jobs[taken])
                 taken += 1
                 done += 1
             else:
@@ -154,7 +220,7 @@ def _read_on_helpers(array: memoryview, pieces: list[tuple[int, int]], helpers: 
             for i in [i for i, future in pending.items() if future.done()]:
                 parts[i] = pending.pop(i).result()
                 done += 1
-            report(done / len(pieces))
+            report(done / len(jobs))
     except BrokenProcessPool:
         return None
     finally:

@@ -1,9 +1,10 @@
 """JSON bytes of a trace -> TraceTables.
 
 A plainly shaped document is read straight from its bytes: the event array is found by its
-key (decode.locate_events) and its pieces are decoded as they are read, which also checks
-their JSON. Anything else (damaged JSON, non-standard tokens, a key spelled twice) is read
-by decode_trace, which checks the whole document first and keeps what it can.
+key (decode.find_events) and its pieces are decoded as they are read, which also checks their
+JSON; a big local file is not even read whole (read.TraceFile). Anything else (damaged JSON,
+non-standard tokens, a key spelled twice) is read by decode_trace, which checks the whole
+document first and keeps what it can.
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ from typing import Callable
 
 import msgspec
 
-from .decode import decode_trace, locate_events
+from .decode import DecodedTrace, decode_trace, find_events, locate_events
 from .parallel import Helpers, read_pieces
-from .read import RawTrace
+from .read import FileChanged, FileSpan, RawTrace, TraceFile
 from .tables import TraceTables, assemble
 
 Progress = Callable[[float], None]
+
+# Bytes read from each end of a file to find its event array and its metadata.
+_EDGE_BYTES = 1 << 20
 
 
 def parse_trace_bytes(data: bytes | bytearray, on_progress: Progress | None = None,
@@ -44,3 +48,22 @@ def parse_raw_trace(raw: RawTrace, on_progress: Progress | None = None,
     if parts is None:
         parts = read_pieces(decoded, helpers, on_progress)
     return assemble(parts, decoded)
+
+
+def parse_trace_file(file: TraceFile, on_progress: Progress | None = None,
+                     helpers: Helpers | None = None) -> TraceTables | None:
+    """The tables of a plainly shaped trace file, its pieces read from the file by whichever
+    process decodes them; None when it is not plainly shaped, not valid JSON or changed
+    meanwhile: then it is to be read whole (parse_raw_trace)."""
+    edge = min(_EDGE_BYTES, file.size // 2)
+    try:
+        head, tail = file.read(0, edge), file.read(file.size - edge, file.size)
+        found = find_events(head + tail)
+        # The array must start in the head and end in the tail, which the bytes between do not join.
+        if found is None or found[1] >= edge or found[2] <= edge:
+            return None
+        metadata, start, end = found
+        decoded = DecodedTrace(metadata, FileSpan(file, start, end - edge + file.size - edge), checked=False)
+        return assemble(read_pieces(decoded, helpers, on_progress), decoded)
+    except (msgspec.DecodeError, RecursionError, FileChanged):
+        return None

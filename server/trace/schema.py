@@ -40,9 +40,9 @@ class Args(msgspec.Struct, gc=False):
     warps_per_sm: Number = msgspec.field(default=NAN, name="warps per SM")
     occupancy: Number = msgspec.field(default=NAN, name="est. achieved occupancy %")
     bytes_: Int = msgspec.field(default=-1, name="bytes")
-    input_dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
-    input_dims_legacy: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input dims")
-    input_type: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
+    input_dims_legacy: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input dims")
+    input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
     call_stack: Union[str, None] = msgspec.field(default=None, name="Call stack")
     # c10d's record_param_comms: which process group a collective ran in ("0" is the default group).
     process_group: Union[str, int, None] = msgspec.field(default=None, name="Process Group Name")

@@ -87,6 +87,12 @@ def _merged_codes(parts: list[Encoded], as_text: bool) -> tuple[np.ndarray, np.n
     return codes, np.array(merged.values, dtype=object)
 
 
+def _frame(columns: dict[str, Any]) -> pd.DataFrame:
+    """A frame holding each column as its own block: stacking same-dtype columns into one block
+    copies them all (1.3 s on an 853 MB trace), and the store's tables open this way too."""
+    return pd.DataFrame(columns, copy=False)
+
+
 def _categorical(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(values, dtype=object), validate=False)
 
@@ -141,7 +147,7 @@ class _Joiner:
                 columns[key] = text(key)
             else:
                 columns[key] = _joined([p.x[key] for p in parts], DTYPES[dtype])[order]
-        return pd.DataFrame(columns)
+        return _frame(columns)
 
     def memory_frame(self) -> pd.DataFrame:
         ts = self._numbers("mem", "ts", np.float64)
@@ -152,10 +158,10 @@ class _Joiner:
             **{k: self._numbers("mem", k, np.int64) for k in MEMORY_INTS},
             **{k: self._numbers("mem", k, np.float64) for k in MEMORY_FLOATS},
         }
-        return pd.DataFrame({k: v[order] for k, v in columns.items()})
+        return _frame({k: v[order] for k, v in columns.items()})
 
     def flows_frame(self) -> pd.DataFrame:
-        return pd.DataFrame({
+        return _frame({
             "ph": self._texts("flow", "ph"), "cat": self._texts("flow", "cat"),
             "id": self._texts("flow", "id", as_text=True), "ts": self._numbers("flow", "ts", np.float64),
             "pid": self._texts("flow", "pid", as_text=True), "tid": self._texts("flow", "tid", as_text=True),
@@ -168,7 +174,7 @@ class _Joiner:
         def text(key: str, as_text: bool = False) -> pd.Categorical:
             return self._text(*_merged_codes([encode(lists[key])], as_text))
 
-        return pd.DataFrame({
+        return _frame({
             "name": text("name"), "pid": text("pid", as_text=True), "ts": np.array(lists["ts"], dtype=np.float64),
             "series": text("series"), "value": np.array(lists["value"], dtype=np.float64),
         })

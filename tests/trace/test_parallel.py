@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from profboard.server.trace import decode, parallel
+from profboard.server.trace import decode, load, parallel, read
 from profboard.server.trace.decode import decode_trace
-from profboard.server.trace.parse import parse_trace_bytes
+from profboard.server.trace.parse import parse_trace_bytes, parse_trace_file
 from profboard.server.trace.tables import build_tables
 from synth import Trace, legacy_training, to_bytes
 
@@ -63,9 +63,13 @@ def assert_same(a, b) -> None:
     assert a.warnings == b.warnings
 
 
+def cut(array: bytes | memoryview, piece_bytes: int) -> list[tuple[int, int]]:
+    return parallel.cut_points(lambda start, stop: array[start:stop], len(array), piece_bytes)
+
+
 def pieces_of(data: bytes) -> int:
     located = decode.locate_events(data)
-    return len(parallel.cut_points(memoryview(located.array), parallel.PIECE_BYTES)) if located else 0
+    return len(cut(located.array, parallel.PIECE_BYTES)) if located else 0
 
 
 @pytest.mark.parametrize("path", REAL, ids=lambda p: f"{p.parent.name}/{p.name.split('.')[0]}")
@@ -167,14 +171,55 @@ def test_a_string_holding_the_cut_pattern_is_read_at_true_event_boundaries(helpe
     assert split
 
 
+@pytest.fixture
+def file_pieces(monkeypatch):
+    """Files of any size are read a piece at a time from the file."""
+    monkeypatch.setattr(read, "FILE_PIECES_MIN_BYTES", 0)
+
+
+@pytest.mark.parametrize("case", ["real", "bare-array", "odd", "cut-pattern-in-a-string", "nan-tokens", "cut-short"])
+def test_a_file_read_a_piece_at_a_time_comes_out_the_same(helpers, small_pieces, file_pieces, read_chunk, tmp_path,
+                                                          case):
+    """Pieces of a big local file are read from it by the process that decodes them; a file that
+    is not plainly shaped or not valid JSON is read whole instead."""
+    events = busy(event(name=123, ts=5), 42)
+    data = {
+        "real": lambda: gzip.decompress(REAL[0].read_bytes()),
+        "bare-array": lambda: to_bytes(events),
+        "odd": lambda: to_bytes({"traceEvents": events, "traceName": "x"}),
+        "cut-pattern-in-a-string": lambda: to_bytes({"traceEvents": [event(name='a"}, {"b', ts=i) for i in range(400)]}),
+        "nan-tokens": lambda: to_bytes({"traceEvents": events}).replace(b'"ts":5,', b'"ts":NaN,'),
+        "cut-short": lambda: to_bytes({"traceEvents": events})[:-300],
+    }[case]()
+    path = tmp_path / "w.pt.trace.json"
+    path.write_bytes(data)
+    file = read.open_trace_file(str(path))
+    assert file is not None
+    plainly_shaped = case in ("real", "bare-array", "odd")
+    assert (parse_trace_file(file, helpers=helpers) is not None) == plainly_shaped
+    assert_same(one_piece(data), load.parse_trace(str(path), helpers=helpers))
+
+
+def test_a_file_changed_while_it_is_read_is_read_again_whole(helpers, small_pieces, file_pieces, tmp_path):
+    path = tmp_path / "w.pt.trace.json"
+    path.write_bytes(to_bytes({"traceEvents": busy()}))
+    file = read.open_trace_file(str(path))
+    with path.open("ab") as grown:
+        grown.write(b" ")
+    with pytest.raises(read.FileChanged):
+        file.read(0, 10)
+    assert parse_trace_file(file, helpers=helpers) is None
+    assert_same(one_piece(path.read_bytes()), load.parse_trace(str(path), helpers=helpers))
+
+
 def test_cut_points_cover_the_array_between_its_brackets():
     array = b' [ {"a": 1},\n {"b": 2} ,{"c": [3, {"d": 4}]}\n ] '
-    pieces = parallel.cut_points(array, 1)
+    pieces = cut(array, 1)
     assert [array[s:e].strip() for s, e in pieces] == [b'{"a": 1}', b'{"b": 2}', b'{"c": [3, {"d": 4}]}']
-    assert parallel.cut_points(b"[]", 1) == [(1, 1)]
-    assert parallel.cut_points(b'{"not": "an array"}', 1) == []
+    assert cut(b"[]", 1) == [(1, 1)]
+    assert cut(b'{"not": "an array"}', 1) == []
     # only JSON whitespace: a form feed between events is not valid JSON, so no cut there
-    assert parallel.cut_points(b'[{"a": 1},\x0c{"b": 2}]', 1) == [(1, 19)]
+    assert cut(b'[{"a": 1},\x0c{"b": 2}]', 1) == [(1, 19)]
 
 
 def test_a_dead_helper_means_one_process_not_a_failed_load(small_pieces):
