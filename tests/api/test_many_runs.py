@@ -1,5 +1,6 @@
 """A logdir of thousands of runs: /api/runs lists every run at once while they load in the background,
-and the run a request asks for loads before the runs queued ahead of it."""
+the run a request asks for loads before the runs queued ahead of it, and once all have loaded the
+loader processes leave (an idle server holds little memory) until there is work again."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from processes import living, process_tree
+from profboard.server import store
 from profboard.server.app import create_app
 from profboard.server.settings import Settings
 
@@ -28,6 +31,14 @@ def _many_runs(logdir: Path, count: int) -> list[str]:
         except OSError:
             shutil.copy(SMALL_TRACE, logdir / name / SMALL_TRACE.name)
     return names
+
+
+def _wait_until_loaded(client: TestClient, count: int) -> None:
+    deadline = time.monotonic() + 60
+    while (runs := client.get("/api/runs").json()["runs"]) and (
+            len(runs) < count or any(r["status"] == "loading" for r in runs)):
+        assert time.monotonic() < deadline, "not loaded in 60 s"
+        time.sleep(0.05)
 
 
 def _client(logdir: Path, tmp_path: Path, **settings) -> TestClient:
@@ -55,3 +66,25 @@ def test_the_run_asked_for_loads_before_the_runs_queued_ahead_of_it(tmp_path: Pa
     # In discovery order it would have loaded last, after 29 others; asked for, it goes next, after the
     # load under way when it was asked for (and the next, or two, while this test looked).
     assert runs[names[-1]] == "ready" and len(ready) <= 4, ready
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_idle_loaders_leave_and_new_files_bring_them_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(store, "LOADERS_IDLE_S", 0.2)
+    names = _many_runs(tmp_path / "logdir", 3)
+    before = set(process_tree(os.getpid()))
+    with _client(tmp_path / "logdir", tmp_path) as client:
+        _wait_until_loaded(client, len(names))
+        # This process's new children: the loaders, and the resource tracker if it was not running yet.
+        started = [pid for pid in process_tree(os.getpid()) if pid not in before and pid != os.getpid()]
+        loaders = [pid for pid in started if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert loaders, "no loader process ran"
+        deadline = time.monotonic() + 10
+        while living(loaders):
+            assert time.monotonic() < deadline, f"loaders still running 10 s after the last load: {living(loaders)}"
+            time.sleep(0.05)
+        _many_runs(tmp_path / "more", 1)
+        shutil.move(tmp_path / "more" / "run0000", tmp_path / "logdir" / "new_run")
+        client.app.state.store.rescan()
+        _wait_until_loaded(client, len(names) + 1)
+        assert {r["name"]: r["status"] for r in client.get("/api/runs").json()["runs"]}["new_run"] == "ready"
