@@ -9,7 +9,8 @@ one analysis recomputes its item and the items made from it, nothing else. Items
 
 `LOAD_ORDER` is the order the loader computes them in: what /api/runs needs first (the views a
 trace has: the trace is ready once they are known), then the overview and what it is made from
-(the first page a user opens), then the rest.
+(the first page a user opens), the summary the run's other workers' overviews read, then the
+rest in the order of the views' pages.
 
 `Derivation` gets the items of one trace, each once: from memory, else from the entry, else
 computed from the tables and the items it needs, and stored.
@@ -60,10 +61,10 @@ ITEMS: dict[str, Item] = {item.name: item for item in (
          lambda t, w, s, b, tree: overview.worker_overview(t, lambda: tree, s, b)),
     Item("summary", distributed.SUMMARY_VERSION, ("steps", "breakdown"),
          lambda t, w, s, b: distributed.summarize_worker(w, t, s, b), by_worker=True),
+    Item("op_instances", OP_INSTANCES_VERSION, ("optree",), lambda t, w, tree: op_instances(t.events, tree)),
     Item("layout", timeline.LAYOUT_VERSION, (), lambda t, w: timeline.build_layout(t)),
     Item("blocks", lod.BLOCKS_VERSION, ("layout",), lambda t, w, layout: lod.build_blocks(t, layout)),
     Item("flows", flows.FLOWS_VERSION, ("layout",), lambda t, w, layout: flows.build_flows(t, layout.lane_of >= 0)),
-    Item("op_instances", OP_INSTANCES_VERSION, ("optree",), lambda t, w, tree: op_instances(t.events, tree)),
 )}
 LOAD_ORDER = tuple(ITEMS)
 

@@ -36,6 +36,7 @@ from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any, Literal
 
 from .derived import ITEMS, current_items, derive
@@ -96,10 +97,10 @@ class TraceStore:
         self._started = 0  # loads handed to the pool so far: whether any came while loaders idled
         self._queue_lock = threading.Lock()
         self.budget = Budget(settings.memory_budget)
-        # Entries go to the store folder; to a private one deleted at exit with --no-cache, or when
-        # the store folder cannot be written.
-        self._scratch = tempfile.mkdtemp(prefix="profboard-store-")
-        self._stores = [*([settings.cache_dir] if settings.cache_dir else []), self._scratch]
+        # Entries go to the store folder; to a private one (made at start, deleted at exit) with
+        # --no-cache, or when the store folder cannot be written.
+        self._stores = [settings.cache_dir] if settings.cache_dir else []
+        self._scratch: str | None = None
         # Opening an entry reads a small file, but a logdir may hold thousands: not in the scan.
         self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="profboard-open")
         self.discovery_error: str | None = None
@@ -111,6 +112,8 @@ class TraceStore:
 
     # lifecycle
     def start(self) -> None:
+        self._scratch = _scratch_store()
+        self._stores.append(self._scratch)
         threading.Thread(target=self._drain_progress, name="profboard-progress", daemon=True).start()
         # A remote store may take minutes to answer or time out (retries, an unreachable
         # endpoint): the server starts at once and the watcher makes the first scan.
@@ -126,7 +129,8 @@ class TraceStore:
         waits for the pool, so the server stayed up for a minute after Ctrl-C."""
         self._stop.set()
         self._opener.shutdown(wait=False, cancel_futures=True)
-        shutil.rmtree(self._scratch, ignore_errors=True)
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
         with self._lock:
             pool = self._pool
         # The pool's processes, a private dict it lets go of on shutdown; read after it, since a load
@@ -391,6 +395,26 @@ def _to_front(queue: deque[tuple[FileState, tuple]], ids: set[int]) -> deque[tup
     """`queue` with the items of the files whose id is in `ids` first, in their order."""
     ahead = [item for item in queue if id(item[0]) in ids]
     return deque(ahead + [item for item in queue if id(item[0]) not in ids]) if ahead else queue
+
+
+def _scratch_store() -> str:
+    """A private store folder for this server, named by its pid; those of servers gone without
+    deleting theirs (killed) are deleted."""
+    for folder in Path(tempfile.gettempdir()).glob("profboard-store-*-*"):
+        pid = folder.name.split("-")[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"profboard-store-{os.getpid()}-")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 _worker_progress: Any = None  # this worker process's end of the progress queue

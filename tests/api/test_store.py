@@ -8,6 +8,7 @@ import dataclasses
 import logging
 import os
 import shutil
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -191,8 +192,11 @@ def test_a_damaged_table_of_a_served_trace_is_loaded_again(tmp_path, start_app):
     shutil.copyfile(TRANSFORMER, logdir / "run" / TRANSFORMER.name)
     first = start_app(logdir, expect=["run"], cache_dir=store)
     clean = first.get("/api/operators", {"run": "run"}).json()
+    f = next(p for p in store.iterdir() if not p.name.startswith("."))
+    deadline = time.monotonic() + 60
+    while len(list(f.glob("*-*-*.arrow"))) < len(STORED) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the loader stores the last items after the trace is ready
     first.stop()
-    f = next(iter(store.iterdir()))
     data = bytearray((f / "events.arrow").read_bytes())
     data[len(data) // 2] ^= 0xFF
     (f / "events.arrow").write_bytes(bytes(data))
@@ -223,3 +227,16 @@ def test_the_overview_adds_the_findings_across_ranks_from_stored_summaries(tmp_p
         assert answer["recommendations"] == expected["recommendations"]
         assert "straggler" in {f["id"] for f in answer["recommendations"]}
     app.stop()
+
+
+def test_the_private_store_lives_while_the_server_runs(tmp_path, start_app):
+    (tmp_path / "logdir" / "run").mkdir(parents=True)
+    shutil.copyfile(TRANSFORMER, tmp_path / "logdir" / "run" / TRANSFORMER.name)
+    dead = Path(tempfile.gettempdir()) / "profboard-store-999999999-x"  # a killed server's (no such pid)
+    dead.mkdir(exist_ok=True)
+    app = start_app(tmp_path / "logdir", expect=["run"])  # no store folder: a private one
+    scratch = Path(app.app.state.store._scratch)
+    assert scratch.name.startswith(f"profboard-store-{os.getpid()}-") and any(scratch.iterdir())
+    assert not dead.exists()
+    app.stop()
+    assert not scratch.exists()
