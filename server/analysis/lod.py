@@ -99,10 +99,12 @@ def _concat(a: Runs, b: Runs) -> Runs:
     return Runs(*(both(f.name) for f in fields(a)))
 
 
-def _starts(runs: Runs, gap_us: float) -> np.ndarray:
-    """Where a new run begins (rule 2): a position between skipped, or a gap longer than `gap_us`."""
+def _starts(runs: Runs, gap_us: float, rows: np.ndarray) -> np.ndarray:
+    """Where a new run begins (rule 2): another row (`rows`, per run), a position between skipped,
+    or a gap longer than `gap_us`."""
     new = np.ones(len(runs.first), dtype=bool)
-    new[1:] = (runs.first[1:] != runs.stop[:-1]) | (runs.start_us[1:] - runs.end_us[:-1] > gap_us)
+    new[1:] = (rows[1:] != rows[:-1]) | (runs.first[1:] != runs.stop[:-1]) | \
+        (runs.start_us[1:] - runs.end_us[:-1] > gap_us)
     return new
 
 
@@ -135,11 +137,11 @@ def _main_kind(kind: np.ndarray, busy: np.ndarray, heads: np.ndarray, tails: np.
 
 
 def merge_runs(layout: Layout, kinds: np.ndarray, narrow: np.ndarray, blocks: Runs | None, gap_us: float) -> Runs:
-    """Rule 2 over the narrow events at `narrow` (positions, sorted) and `blocks` of one row."""
+    """Rule 2 over the narrow events at `narrow` (positions, sorted) and `blocks` of one lane."""
     items = _events(layout, kinds, narrow)
     if blocks is not None:
         items = _concat(items, blocks)
-    return _merge(items, _starts(items, gap_us))
+    return _merge(items, _starts(items, gap_us, layout.row_of[layout.order[items.first]]))
 
 
 def build_blocks(tables: TraceTables, layout: Layout) -> Blocks:
@@ -148,6 +150,7 @@ def build_blocks(tables: TraceTables, layout: Layout) -> Blocks:
     kinds = tables.events["kind"].to_numpy()
     row_start = np.zeros(n, dtype=bool)
     row_start[[a for a, _ in layout.segments.values()]] = True
+    row = np.cumsum(row_start)  # per position, which row of the whole timeline
     span = layout.extent[1] - layout.extent[0]
     no_event = np.empty(0, dtype=np.int64)
     blocks, wide = _events(layout, kinds, no_event), np.arange(n)
@@ -158,7 +161,7 @@ def build_blocks(tables: TraceTables, layout: Layout) -> Blocks:
         short = layout.dur[wide] < MIN_BOX_PX * width
         items = _concat(blocks, _events(layout, kinds, wide[short]))
         wide = wide[~short]
-        blocks = _merge(items, _starts(items, width) | row_start[items.first])
+        blocks = _merge(items, _starts(items, width, row[items.first]))
         if len(blocks.first) + len(wide) <= MAX_LEVEL_SHARE * n:
             widths.append(width)
             levels.append(blocks)
@@ -188,25 +191,30 @@ def _row_span(layout: Layout, a: int, b: int, lo_us: float, hi_us: float) -> tup
     return first, last, before[layout.end[before] >= lo_us]
 
 
-def row_parts(layout: Layout, blocks: Blocks | None, level: int, a: int, b: int, lo_us: float, hi_us: float
-              ) -> tuple[np.ndarray, Runs | None]:
-    """What a window reads of the row [a, b) (rule 4): the positions of the events it reads one by
-    one, and the level's blocks in the window, cut to it (None when it reads every event)."""
-    first, last, late = _row_span(layout, a, b, lo_us, hi_us)
+def lane_parts(layout: Layout, blocks: Blocks | None, level: int, rows: list[tuple[int, int]], lo_us: float,
+               hi_us: float) -> tuple[np.ndarray, Runs | None]:
+    """What a window reads of a lane whose rows are `rows` ([a, b) in layout order, in order), by
+    rule 4: the positions of the events it reads one by one, and the level's blocks in the window,
+    cut to it (None when it reads every event)."""
+    spans = [_row_span(layout, a, b, lo_us, hi_us) for a, b in rows]
     if level < 0 or blocks is None:
-        return np.concatenate([late, np.arange(first, last)]), None
+        return np.concatenate([part for first, last, late in spans for part in (late, np.arange(first, last))]), None
+    firsts = np.array([first for first, _, _ in spans], dtype=np.int64)
+    lasts = np.array([last for _, last, _ in spans], dtype=np.int64)
     wide = blocks.wide[blocks.wide_bounds[level]:blocks.wide_bounds[level + 1]]
-    singles = np.concatenate([late, wide[np.searchsorted(wide, first):np.searchsorted(wide, last)]])
+    w0, w1 = np.searchsorted(wide, firsts), np.searchsorted(wide, lasts)
+    singles = np.concatenate([part for (_, _, late), i, j in zip(spans, w0, w1) for part in (late, wide[i:j])])
     runs = blocks.runs(level)
-    inside = runs.take(slice(int(np.searchsorted(runs.stop, first, side="right")),
-                             int(np.searchsorted(runs.first, last, side="left"))))
-    return singles, _cut(layout, inside, first, last)
+    b0, b1 = np.searchsorted(runs.stop, firsts, side="right"), np.searchsorted(runs.first, lasts, side="left")
+    picked = np.concatenate([np.arange(i, j) for i, j in zip(b0, b1)])
+    return singles, _cut(layout, runs.take(picked), np.repeat(firsts, b1 - b0), np.repeat(lasts, b1 - b0))
 
 
-def _cut(layout: Layout, runs: Runs, first: int, last: int) -> Runs:
-    """`runs` with the events before position `first` and from `last` on taken out (only the
-    first and the last run can hold any), and without a run that holds none of the others: one
-    around `first` when first == last (the window holds only events that outlast their parent)."""
+def _cut(layout: Layout, runs: Runs, first: np.ndarray, last: np.ndarray) -> Runs:
+    """`runs` with the events before position `first` and from `last` on (per run) taken out
+    (only a row's first and last run can hold any), and without a run that holds none of the
+    others: one around `first` when first == last (the row's only events in the window outlast
+    their parent)."""
     lo, hi = np.maximum(runs.first, first), np.minimum(runs.stop, last)
     if not (lo < hi).all():
         keep = lo < hi

@@ -169,33 +169,24 @@ def window(tables: TraceTables, layout: Layout, start_us: float, end_us: float, 
     used_names: dict[int, int] = {}
     out = []
     for lane in wanted:
-        parts = [(row, *lod.row_parts(layout, blocks, level, *layout.segments[(lane, row)], start_us, end_us))
-                 for row in range(layout.lanes[lane]["rows"]) if (lane, row) in layout.segments]
+        rows = [layout.segments[(lane, row)] for row in range(layout.lanes[lane]["rows"])
+                if (lane, row) in layout.segments]
+        singles, lane_blocks = lod.lane_parts(layout, blocks, level, rows, start_us, end_us)
+        durations = layout.dur[singles]
         threshold = lod.MIN_BOX_PX
-        while True:
-            wide = sum(int((layout.dur[singles] >= threshold * us_per_px).sum()) for _, singles, _ in parts)
-            if wide <= MAX_BOXES_PER_LANE:
-                break
+        while int((durations >= threshold * us_per_px).sum()) > MAX_BOXES_PER_LANE:
             threshold *= 2
-        boxes: dict[str, list] = {"id": [], "start_us": [], "dur_us": [], "row": [], "name": [], "kind": []}
-        merged: dict[str, list] = {"start_us": [], "end_us": [], "row": [], "count": [], "busy_us": [], "kind": []}
-        for row, singles, row_blocks in parts:
-            is_box = layout.dur[singles] >= threshold * us_per_px
-            shown = singles[is_box]
-            rows = layout.order[shown]
-            boxes["id"] += rows.tolist()
-            boxes["start_us"] += layout.start[shown].tolist()
-            boxes["dur_us"] += layout.dur[shown].tolist()
-            boxes["row"] += [row] * len(rows)
-            boxes["name"] += [used_names.setdefault(int(c), len(used_names)) for c in name_codes[rows]]
-            boxes["kind"] += kind[rows].tolist()
-            runs = lod.merge_runs(layout, kind, singles[~is_box], row_blocks, us_per_px)
-            merged["start_us"] += runs.start_us.tolist()
-            merged["end_us"] += runs.end_us.tolist()
-            merged["row"] += [row] * len(runs.first)
-            merged["count"] += (runs.stop - runs.first).tolist()
-            merged["busy_us"] += runs.busy_us.tolist()
-            merged["kind"] += runs.kind.tolist()
+        is_box = durations >= threshold * us_per_px
+        shown = singles[is_box]
+        ids = layout.order[shown]
+        runs = lod.merge_runs(layout, kind, singles[~is_box], lane_blocks, us_per_px)
+        boxes = {"id": ids.tolist(), "start_us": layout.start[shown].tolist(), "dur_us": durations[is_box].tolist(),
+                 "row": layout.row_of[ids].tolist(),
+                 "name": [used_names.setdefault(int(c), len(used_names)) for c in name_codes[ids]],
+                 "kind": kind[ids].tolist()}
+        merged = {"start_us": runs.start_us.tolist(), "end_us": runs.end_us.tolist(),
+                  "row": layout.row_of[layout.order[runs.first]].tolist(), "count": (runs.stop - runs.first).tolist(),
+                  "busy_us": runs.busy_us.tolist(), "kind": runs.kind.tolist()}
         out.append({"id": lane, "boxes": boxes, "merged": merged})
     categories = events["name"].cat.categories
     names = [""] * len(used_names)
