@@ -14,9 +14,9 @@ The rule, for one row of a lane and a window drawn `p` microseconds per pixel:
    the events it leaves out ("wide", the longer ones) are at most `MAX_LEVEL_SHARE` of the
    events; below the finest kept level a window holds few events and reads them.
 4. A window with p >= w reads the coarsest such level: its wide events in the window one by one
-   (every event that can be a box at p is among them) and its blocks in the window, the first and
-   last cut at the window's edge events (count, busy time and latest end recounted over those
-   events), and merges them again by rule 2. A block's own gaps are at most w <= p and it holds no
+   (every event that can be a box at p is among them) and its blocks in the window, a row's first
+   and last cut to the row's events in the window (count, busy time and latest end recounted over
+   those), and merges them again by rule 2. A block's own gaps are at most w <= p and it holds no
    event that can be a box, so runs end exactly where they end over the events: same boxes, same
    blocks, same counts and busy time. One thing may differ: a run of several blocks takes the kind
    with the most busy time counting each block wholly as its own kind (exact where a row holds one
