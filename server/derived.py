@@ -4,8 +4,10 @@ server/trace/entry.py), computed once, in the loader process right after parsing
 `ITEMS` lists each item: its name, its version (a constant next to the code that computes it),
 the items it is computed from, and the computation, a pure analysis function. An item's `tag`
 hashes its version with those of the items it is computed from (and the codec's): a new version of
-one analysis recomputes its item and the items made from it, nothing else. Items that are not
-`stored` are intermediates (the step breakdown): computed when an item needs them, never written.
+one analysis recomputes its item and the items made from it, nothing else. Every item is stored,
+the small intermediates too (the step breakdown, which the overview and the summary are made
+from): a request that needs one while the loader computes it waits for it instead of computing it
+a second time.
 
 `LOAD_ORDER` is the order the loader computes them in: what /api/runs needs first (the views a
 trace has: the trace is ready once they are known), then the overview and what it is made from
@@ -35,7 +37,6 @@ class Item:
     version: int
     needs: tuple[str, ...]
     compute: Callable[..., Any]  # (tables, worker, *the needed items) -> value
-    stored: bool = True
     by_worker: bool = False  # the value holds the worker's name (which discovery gives)
 
 
@@ -54,8 +55,7 @@ def _views_version() -> int:
 ITEMS: dict[str, Item] = {item.name: item for item in (
     Item("views", 0, (), _views),  # version: the view registry's (see _tag)
     Item("steps", steps.STEPS_VERSION, (), lambda t, w: steps.detect_steps(t.events)),
-    Item("breakdown", overview.BREAKDOWN_VERSION, ("steps",), lambda t, w, s: overview.step_breakdown(t.events, s),
-         stored=False),
+    Item("breakdown", overview.BREAKDOWN_VERSION, ("steps",), lambda t, w, s: overview.step_breakdown(t.events, s)),
     Item("optree", optree.OPTREE_VERSION, (), lambda t, w: optree.build_op_tree(t.events)),
     Item("overview", overview.OVERVIEW_VERSION, ("steps", "breakdown", "optree"),
          lambda t, w, s, b, tree: overview.worker_overview(t, lambda: tree, s, b)),
@@ -91,7 +91,7 @@ def tag(name: str, worker: str) -> str:
 def current_items(entry: Entry, worker: str) -> set[str]:
     """The stored items whose file in the entry is of the current version."""
     tags = entry.item_tags()
-    return {name for name, item in ITEMS.items() if item.stored and tag(name, worker) in tags.get(name, ())}
+    return {name for name in ITEMS if tag(name, worker) in tags.get(name, ())}
 
 
 class Derivation:
@@ -121,7 +121,7 @@ class Derivation:
             if not found:
                 needed = [self.get(n) for n in item.needs]
                 value = item.compute(self.tables(), self.worker, *needed)
-                if item.stored and self.entry is not None:
+                if self.entry is not None:
                     self.written[name] = self.entry.write_item(name, tag(name, self.worker), value, CLASSES)
             self.values[name] = value
         self.kept(name, value, not found)
@@ -129,7 +129,7 @@ class Derivation:
 
     def stored(self, name: str) -> tuple[bool, Any]:
         """(True, value) when the entry holds the item at its current version."""
-        if not ITEMS[name].stored or self.entry is None:
+        if self.entry is None:
             return False, None
         return self.entry.read_item(name, tag(name, self.worker), CLASSES)
 
@@ -144,7 +144,7 @@ def derive(entry: Entry, tables: TraceTables, worker: str, on_event: Callable[[t
     derivation.get("views")
     on_event(("ready",))
     for name in LOAD_ORDER:
-        if name == "views" or not ITEMS[name].stored or name in current_items(entry, worker):
+        if name == "views" or name in current_items(entry, worker):
             continue
         on_event(("computing", name))
         derivation.get(name)

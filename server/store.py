@@ -243,7 +243,7 @@ class TraceStore:
         current = current_items(entry, f.worker) if entry is not None else set()
         if entry is not None and "views" in current:
             self._ready(fs, entry)
-            if any(item.stored and name not in current for name, item in ITEMS.items()):
+            if set(ITEMS) - current:
                 self._submit(fs, entry)  # stale items: the loader computes them, in the background
             return
         self._submit(fs, entry)

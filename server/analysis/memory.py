@@ -273,14 +273,15 @@ def _op_labels(events: pd.DataFrame, tree: OpTree, op: np.ndarray,
 
 
 def memory_events(tables: TraceTables, tree: OpTree, device: str, start_us: float | None = None,
-                  end_us: float | None = None, placed: Attribution | None = None) -> dict[str, Any]:
+                  end_us: float | None = None, placed: Attribution | None = None,
+                  limit: int | None = None) -> dict[str, Any]:
     """Allocations of `device` paired with their frees (see the note above): `rows` of operator,
     size_bytes, alloc_us, free_us, lifetime_us (None where a side is missing), addr, op_id and
-    caller_id (events-table rows, None when absent), in allocation time order; `reason` says why
-    there are no rows."""
+    caller_id (events-table rows, None when absent), in allocation time order, the first `limit`
+    of them; `total` counts them all; `reason` says why there are no rows."""
     memory = tables.memory
     mine = np.flatnonzero(device_mask(memory, device))
-    out: dict[str, Any] = {"device": device, "rows": [], "reason": None}
+    out: dict[str, Any] = {"device": device, "rows": [], "total": 0, "reason": None}
     if not len(mine):
         out["reason"] = f"no memory records for device {device}"
         return out
@@ -298,7 +299,8 @@ def memory_events(tables: TraceTables, tree: OpTree, device: str, start_us: floa
     free_ts = np.where(free >= 0, ts[np.maximum(free, 0)], np.nan)
     keep = in_range(alloc_ts, start_us, end_us) | in_range(free_ts, start_us, end_us)
     alloc, free, alloc_ts, free_ts = alloc[keep], free[keep], alloc_ts[keep], free_ts[keep]
-    order = np.lexsort((free_ts, np.where(np.isnan(alloc_ts), free_ts, alloc_ts)))
+    order = np.lexsort((free_ts, np.where(np.isnan(alloc_ts), free_ts, alloc_ts)))[:limit]
+    out["total"] = len(alloc)
     alloc, free, alloc_ts, free_ts = alloc[order], free[order], alloc_ts[order], free_ts[order]
     placed = placed or attribution(tables, tree)
     has_alloc = alloc >= 0

@@ -181,13 +181,14 @@ def get_events(sel: Selection = Depends(select), device: str | None = _DEVICE,
     name = _device(sel, device)
     if name is None:
         return {"device": None, "total": 0, "rows": [], "reason": "this trace has no memory records", "warnings": []}
-    found = sel.provider.memo(("memory_events", name, start_us, end_us),
+    # Rows are made for the first `limit` only: all of the Llama trace's 160 k took 3.7 s.
+    found = sel.provider.memo(("memory_events", name, start_us, end_us, limit),
                               lambda: memory.memory_events(sel.tables, sel.provider.op_tree(), name, start_us, end_us,
-                                                           _placed(sel)))
-    rows = found["rows"]
-    warnings = [] if len(rows) <= limit else [
-        f"Showing the first {limit:,} of {len(rows):,} allocations: select a shorter range to see the rest."]
-    return {**found, "total": len(rows), "rows": rows[:limit], "warnings": warnings}
+                                                           _placed(sel), limit))
+    total = found["total"]
+    warnings = [] if total <= limit else [
+        f"Showing the first {limit:,} of {total:,} allocations: select a shorter range to see the rest."]
+    return {**found, "warnings": warnings}
 
 
 @router.get("/api/memory/stats", response_model=Stats)

@@ -26,7 +26,7 @@ from values import assert_identical
 REPO = Path(__file__).resolve().parents[2]
 TRANSFORMER = next((REPO / "tests/data/h200/bf16_transformer").glob("*.pt.trace.json.gz"))
 STRAGGLER = REPO / "tests/data/h200x2/ddp_straggler_rank0"
-STORED = [name for name, item in ITEMS.items() if item.stored]
+STORED = list(ITEMS)
 
 
 def stored_trace(path: Path, store: Path):
@@ -67,7 +67,7 @@ def test_derive_reports_ready_first_then_each_item(tmp_path):
     derive(entry, tables, "worker0", events.append)
     assert events[0] == ("ready",)
     computing = [e[1] for e in events if e[0] == "computing"]
-    assert computing == [n for n in derived.LOAD_ORDER if n != "views" and ITEMS[n].stored]
+    assert computing == [n for n in derived.LOAD_ORDER if n != "views"]
     for event in events:
         if event[0] == "stored":
             _, name, file, checked = event
