@@ -39,7 +39,7 @@ from serving import code_version, tree_memory_bytes
 
 _CHILD = r"""
 import json, os, resource, sys, time
-from profboard.server.trace import load, parallel, parse
+from profboard.server.trace import load, parallel, parse, read
 
 spent = {}
 
@@ -54,7 +54,8 @@ def timed(module, name, phase):
             spent[phase + "_cpu"] = spent.get(phase + "_cpu", 0.0) + time.process_time() - c
     setattr(module, name, wrapper)
 
-for module, name, phase in ((load, "read_trace_bytes", "read"), (parse, "locate_events", "locate"),
+for module, name, phase in ((load, "read_trace_bytes", "read"), (read.TraceFile, "read_into", "read"),
+                            (parse, "locate_events", "locate"), (parse, "find_events", "locate"),
                             (parse, "decode_trace", "locate"), (parse, "read_pieces", "pieces"),
                             (parse, "assemble", "assemble"), (parallel, "decode_events", "decode"),
                             (parallel, "decode_raw_events", "decode"), (parallel, "read_piece", "columns")):

@@ -3,16 +3,19 @@
 A piece is a run of consecutive events; tables.py joins the pieces' columns into the trace's
 tables. Reading a piece is most of a load and runs on helper processes too (parallel.py), so
 its output is compact: numbers as numpy arrays, texts as codes plus the piece's distinct
-values, never one Python object per event. Each column is read in one pass over the events of
-one table, with C-level iteration (attrgetter, dict lookups) rather than a Python loop per event.
+values, never one Python object per event. Each column is read in one pass over the events,
+with C-level iteration (attrgetter, dict lookups) rather than a Python loop per event; texts
+shared by the tables (ph, cat, pid, tid) are numbered once for all events, and values that
+become text (ids, launch dimensions) are turned into text once per distinct value, when the
+pieces are joined (TEXT_OF).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import attrgetter
-from typing import Any, Callable, Sequence
+from operator import attrgetter, is_not
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -50,32 +53,51 @@ MEMORY_INTS = ("device_type", "device_id", "addr", "bytes")
 MEMORY_FLOATS = ("total_allocated", "total_reserved")
 
 
+def _list_text(dims: tuple) -> str:
+    return str(list(dims))
+
+
+# The text of a column's values where they are not text already: pid, tid and flow ids are ints
+# or strings in the same trace (one label for both), a process group is either, and launch
+# dimensions are lists (kept as tuples). Other text columns hold their values as they are.
+TEXT_OF: dict[str, Callable[[Any], str]] = {"pid": str, "tid": str, "id": str, "process_group": str,
+                                            "grid": _list_text, "block": _list_text,
+                                            "bp": lambda bp: bp or ""}  # a flow's binding point
+
+
 @dataclass
 class Encoded:
-    """A text column: `codes` index `values` (the distinct values, in order of first
-    appearance); -1 is absent."""
+    """A text column: `codes` index `values` (distinct values); -1 is absent. The values may
+    include some that no code indexes (texts shared by the tables of a piece)."""
 
     codes: np.ndarray
     values: list[Any]
 
 
-def encode(items: Sequence[Any]) -> Encoded:
-    """Codes of `items` (None is absent). A dict numbers the distinct values: twice as fast
-    as pandas.factorize on an object array, which has to be built first."""
+# `absent` for texts that have no absent value.
+NOTHING_ABSENT = object()
+
+
+def encode(items: Iterable[Any], n: int, absent: Any = None) -> Encoded:
+    """Codes of the `n` `items` (`absent` is absent). A dict numbers the distinct values: twice
+    as fast as pandas.factorize on an object array, which has to be built first."""
     numbers: dict[Any, int] = {}
-    codes = np.fromiter(map(numbers.setdefault, items, map(len, repeat(numbers, len(items)))), np.int32,
-                        len(items))
+    codes = np.fromiter(map(numbers.setdefault, items, map(len, repeat(numbers, n))), np.int32, n)
     values = list(numbers)
-    absent = numbers.get(None)
-    if absent is not None:
-        del values[absent]
-        codes[codes == absent] = -1
-        codes[codes > absent] -= 1
+    gone = numbers.get(absent)
+    if gone is not None:
+        del values[gone]
+        codes[codes == gone] = -1
+        codes[codes > gone] -= 1
     return Encoded(codes, values)
 
 
 def absent_texts(n: int) -> Encoded:
     return Encoded(np.full(n, -1, dtype=np.int32), [])
+
+
+def _subset(texts: Encoded, rows: np.ndarray) -> Encoded:
+    return Encoded(texts.codes[rows], texts.values)
 
 
 # ph values by the table they feed.
@@ -92,6 +114,10 @@ def _numbers(items: Sequence[Any], key: str, dtype: type) -> np.ndarray:
     return np.fromiter(map(attrgetter(key), items), dtype, len(items))
 
 
+def _texts_of(items: Sequence[Any], key: str) -> Encoded:
+    return encode(map(attrgetter(key), items), len(items))
+
+
 def _ints_or_none(items: Sequence[Any], key: str) -> np.ndarray:
     """An int column whose absent values may be None (Kineto writes null for the root frame's parent)."""
     values = list(map(attrgetter(key), items))
@@ -100,42 +126,53 @@ def _ints_or_none(items: Sequence[Any], key: str) -> np.ndarray:
     return np.array(values, dtype=np.int64) if values else np.empty(0, np.int64)
 
 
-def _list_texts(items: Sequence[Any], key: str) -> list[str | None]:
-    """str() of a list-valued arg (grid, block): the few distinct lists are formatted once."""
-    texts: dict[tuple, str] = {}
-    out = []
-    for value in map(attrgetter(key), items):
-        if value is None:
-            out.append(None)
-            continue
-        as_tuple = tuple(value)
-        text = texts.get(as_tuple)
-        if text is None:
-            text = texts[as_tuple] = str(value)
-        out.append(text)
+def _dims(items: Sequence[Any], key: str) -> Encoded:
+    """Launch dimensions (grid, block), as tuples: lists cannot be numbered. Copies and memsets
+    have none."""
+    values = list(map(attrgetter(key), items))
+    given = np.flatnonzero(np.fromiter(map(is_not, values, repeat(None)), bool, len(values)))
+    if len(given) == len(values):
+        return encode(map(tuple, values), len(values))
+    out = absent_texts(len(values))
+    dims = encode(map(tuple, _take(values, given)), len(given))
+    out.codes[given], out.values = dims.codes, dims.values
     return out
 
 
-def _raw_texts(raws: Sequence[Any]) -> list[str | None]:
-    """The JSON text of raw values (input shapes and types), None where absent."""
-    return [str(r, "utf-8", "replace") if r else None for r in raws]
+def _raw_texts(raws: Sequence[Any]) -> Encoded:
+    """The JSON text of raw values (input shapes and types); an absent one is empty."""
+    return encode(map(str, raws, repeat("utf-8"), repeat("replace")), len(raws), absent="")
+
+
+def _input_dims(args: Sequence[Args]) -> Encoded:
+    dims = list(map(attrgetter("input_dims"), args))
+    if not all(dims):  # PyTorch 1.x spelled it "Input dims"
+        legacy = list(map(attrgetter("input_dims_legacy"), args))
+        if any(legacy):
+            dims = [d or old for d, old in zip(dims, legacy)]
+    return _raw_texts(dims)
+
+
+def _external_ids(args: Sequence[Args]) -> np.ndarray:
+    ids = _numbers(args, "external_id", np.int64)
+    if (ids == -1).any():  # Kineto spelled it "external id" before PyTorch 1.9
+        ids = np.where(ids != -1, ids, _numbers(args, "external_id_legacy", np.int64))
+    return ids
 
 
 # How each args column is read off a list of Args.
 _READERS: dict[str, Callable[[Sequence[Args]], Any]] = {
     **{k: (lambda args, k=k: _numbers(args, k, np.int64)) for k in INT_ARGS},
     **{k: (lambda args, k=k: _numbers(args, k, np.float64)) for k in FLOAT_ARGS},
-    # Kineto spelled it "external id" before PyTorch 1.9.
-    "external_id": lambda args: np.where((current := _numbers(args, "external_id", np.int64)) != -1, current,
-                                         _numbers(args, "external_id_legacy", np.int64)),
+    "external_id": _external_ids,
     "python_parent_id": lambda args: _ints_or_none(args, "python_parent_id"),
     "bytes": lambda args: _numbers(args, "bytes_", np.int64),
-    "grid": lambda args: _list_texts(args, "grid"),
-    "block": lambda args: _list_texts(args, "block"),
-    "input_dims": lambda args: _raw_texts([a.input_dims or a.input_dims_legacy for a in args]),
+    "grid": lambda args: _dims(args, "grid"),
+    "block": lambda args: _dims(args, "block"),
+    "input_dims": _input_dims,
     "input_type": lambda args: _raw_texts(list(map(attrgetter("input_type"), args))),
-    "call_stack": lambda args: list(map(attrgetter("call_stack"), args)),
-    "process_group": lambda args: [None if g is None else str(g) for g in map(attrgetter("process_group"), args)],
+    "call_stack": lambda args: _texts_of(args, "call_stack"),
+    "process_group": lambda args: _texts_of(args, "process_group"),
 }
 
 
@@ -168,13 +205,17 @@ def read_piece(decoded: DecodedEvents) -> PieceColumns:
     events, index = decoded.events, decoded.index
     cols = PieceColumns(count=decoded.count, lenient=decoded.lenient, skipped=decoded.skipped,
                         repaired=decoded.repaired)
-    table = np.fromiter(map(_PH_TABLE.get, map(attrgetter("ph"), events), repeat(_OTHER)), np.int8, len(events))
+    shared = {k: _texts_of(events, k) for k in ("ph", "cat", "pid", "tid")}
+    ph = shared["ph"]
+    table = np.array([_PH_TABLE.get(v, _OTHER) for v in ph.values], dtype=np.int8)[ph.codes]
     rows = {t: np.flatnonzero(table == t) for t in (_COMPLETE, _FLOW, _INSTANT, _COUNTER, _META)}
     x_rows = rows[_COMPLETE]
-    cols.x = _complete(_take(events, x_rows), x_rows if index is None else index[x_rows])
-    instants = _take(events, rows[_INSTANT])
-    cols.mem = _memory([e for e in instants if e.name == "[memory]"])
-    cols.flow = _flows(_take(events, rows[_FLOW]))
+    cols.x = _complete(_take(events, x_rows), {k: _subset(shared[k], x_rows) for k in ("cat", "pid", "tid")},
+                       x_rows if index is None else index[x_rows])
+    instant_rows = rows[_INSTANT]
+    mem_rows = instant_rows[[e.name == "[memory]" for e in _take(events, instant_rows)]]
+    cols.mem = _memory(_take(events, mem_rows), {k: _subset(shared[k], mem_rows) for k in ("pid", "tid")})
+    cols.flow = _flows(_take(events, rows[_FLOW]), {k: _subset(shared[k], rows[_FLOW]) for k in shared})
     for i in rows[_COUNTER].tolist():
         _add_counter(cols.counter, decoded.raws[i])
     for ev in _take(events, rows[_META]):
@@ -183,30 +224,28 @@ def read_piece(decoded: DecodedEvents) -> PieceColumns:
     return cols
 
 
-def _complete(xs: list[Event], index: np.ndarray) -> dict[str, Any]:
+def _complete(xs: list[Event], shared: dict[str, Encoded], index: np.ndarray) -> dict[str, Any]:
     """Columns of complete events, args read per kind of event."""
     n = len(xs)
-    c: dict[str, Any] = {"index": index.astype(np.int64, copy=False)}
-    for key in ("name", "cat", "pid", "tid"):
-        c[key] = encode(list(map(attrgetter(key), xs)))
-    c["ts"] = _numbers(xs, "ts", np.float64)
-    c["dur"] = _numbers(xs, "dur", np.float64)
+    cat = shared["cat"]
+    c: dict[str, Any] = {"index": index.astype(np.int64, copy=False), "name": _texts_of(xs, "name"), **shared,
+                         "ts": _numbers(xs, "ts", np.float64), "dur": _numbers(xs, "dur", np.float64)}
     # Events of kinds that read the same args are read together.
-    by_cat = c["cat"]
-    reads = [ARGS_BY_KIND.get(kind_of_category(cat), ALL_ARGS) for cat in by_cat.values]
-    groups = {columns: [i for i, r in enumerate(reads) if r == columns] for columns in set(reads)}
+    present = np.unique(cat.codes).tolist()
+    reads = {code: ARGS_BY_KIND.get(kind_of_category(cat.values[code]), ALL_ARGS) for code in present}
+    groups = {columns: [code for code in present if reads[code] == columns] for columns in set(reads.values())}
     args = list(map(attrgetter("args"), xs))
     parts: dict[str, list[tuple[np.ndarray | None, Any]]] = {k: [] for k in ALL_ARGS}
-    for columns, cats in groups.items():
+    for columns, codes in groups.items():
         if len(groups) == 1:
             group_rows, group_args = None, args
         else:
-            group_rows = np.flatnonzero(np.isin(by_cat.codes, cats))
+            group_rows = np.flatnonzero(np.isin(cat.codes, codes))
             group_args = _take(args, group_rows)
         for key in columns:
             parts[key].append((group_rows, _READERS[key](group_args)))
     for key, dtype in ARG_DTYPES.items():
-        c[key] = _texts(parts[key], n) if dtype == "str" else _filled(parts[key], n, dtype)
+        c[key] = _joined_texts(parts[key], n) if dtype == "str" else _filled(parts[key], n, dtype)
     return c
 
 
@@ -219,35 +258,31 @@ def _filled(parts: list[tuple[np.ndarray | None, np.ndarray]], n: int, dtype: st
     return out
 
 
-def _texts(parts: list[tuple[np.ndarray | None, list]], n: int) -> Encoded:
-    if not parts:
-        return absent_texts(n)
+def _joined_texts(parts: list[tuple[np.ndarray | None, Encoded]], n: int) -> Encoded:
+    """One text column of the groups that read it (their values concatenated)."""
     if len(parts) == 1 and parts[0][0] is None:
-        return encode(parts[0][1])
-    merged: list[Any] = [None] * n
-    for rows, values in parts:
-        for row, value in zip(rows.tolist(), values):
-            merged[row] = value
-    return encode(merged)
+        return parts[0][1]
+    out = absent_texts(n)
+    for rows, texts in parts:
+        out.codes[rows] = np.where(texts.codes >= 0, texts.codes + len(out.values), -1)
+        out.values += texts.values
+    return out
 
 
-def _memory(mems: list[Event]) -> dict[str, Any]:
+def _memory(mems: list[Event], shared: dict[str, Encoded]) -> dict[str, Any]:
     args = list(map(attrgetter("args"), mems))
     return {
-        "ts": _numbers(mems, "ts", np.float64),
-        "pid": encode(list(map(attrgetter("pid"), mems))),
-        "tid": encode(list(map(attrgetter("tid"), mems))),
+        "ts": _numbers(mems, "ts", np.float64), **shared,
         **{k: _numbers(args, "mem_bytes" if k == "bytes" else k, np.int64) for k in MEMORY_INTS},
         **{k: _numbers(args, k, np.float64) for k in MEMORY_FLOATS},
     }
 
 
-def _flows(flows: list[Event]) -> dict[str, Any]:
+def _flows(flows: list[Event], shared: dict[str, Encoded]) -> dict[str, Any]:
     return {
-        **{k: encode(list(map(attrgetter(k), flows))) for k in ("ph", "cat", "id")},
-        "ts": _numbers(flows, "ts", np.float64),
-        **{k: encode(list(map(attrgetter(k), flows))) for k in ("pid", "tid")},
-        "bp": encode([b or "" for b in map(attrgetter("bp"), flows)]),
+        "ph": shared["ph"], "cat": shared["cat"], "id": _texts_of(flows, "id"),
+        "ts": _numbers(flows, "ts", np.float64), "pid": shared["pid"], "tid": shared["tid"],
+        "bp": encode(map(attrgetter("bp"), flows), len(flows), absent=NOTHING_ABSENT),
     }
 
 

@@ -128,7 +128,7 @@ def read_file_piece(file: TraceFile, start: int, stop: int) -> PieceColumns:
     global _buffer
     size = stop - start + 2
     if len(_buffer) < size:
-        _buffer = bytearray(size)
+        _buffer = bytearray(size + size // 4)  # pieces differ in size: room for the next ones
     text = memoryview(_buffer)[:size]
     text[0], text[-1] = ord("["), ord("]")
     file.read_into(text[1:-1], start)

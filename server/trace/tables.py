@@ -23,7 +23,8 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from .columns import ARG_DTYPES, DTYPES, MEMORY_FLOATS, MEMORY_INTS, Encoded, PieceColumns, encode, read_piece
+from .columns import (ARG_DTYPES, DTYPES, MEMORY_FLOATS, MEMORY_INTS, TEXT_OF, Encoded, PieceColumns, encode,
+                      read_piece)
 from .decode import DecodedEvents, DecodedTrace
 from .parallel import Helpers, read_pieces
 from .schema import kind_of_category
@@ -51,8 +52,8 @@ MAX_TEXT_CHARS = 16_384
 def _cut_long(cat: pd.Categorical) -> tuple[pd.Categorical, int]:
     """`cat` with categories longer than MAX_TEXT_CHARS cut, and how many were."""
     categories = cat.categories.to_numpy(dtype=object)
-    long = np.fromiter((isinstance(c, str) and len(c) > MAX_TEXT_CHARS for c in categories), bool,
-                       len(categories))
+    lengths = np.fromiter(map(len, categories), np.int64, len(categories))  # texts, all of them
+    long = lengths > MAX_TEXT_CHARS
     if not long.any():
         return cat, 0
     categories = categories.copy()
@@ -67,14 +68,14 @@ def _joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
 
 
-def _merged_codes(parts: list[Encoded], as_text: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(codes over all parts' rows, the distinct values in order of first appearance) of one
-    text column. `as_text` folds ints and strings into one label (pid/tid are ints or strings
-    in the same trace)."""
+def _merged_codes(parts: list[Encoded], key: str) -> tuple[np.ndarray, np.ndarray]:
+    """(codes over all parts' rows, the distinct texts they index) of one text column, the
+    values turned into text as TEXT_OF says for `key` (values of one text become one)."""
     values: list[Any] = [v for part in parts for v in part.values]
-    if as_text:
-        values = [str(v) for v in values]
-    merged = encode(values)
+    text_of = TEXT_OF.get(key)
+    if text_of is not None:
+        values = list(map(text_of, values))
+    merged = encode(values, len(values))
     codes = np.empty(sum(len(p.codes) for p in parts), dtype=np.int32)
     start = offset = 0
     # One extra entry, -1, that absent codes (-1) index.
@@ -85,6 +86,16 @@ def _merged_codes(parts: list[Encoded], as_text: bool) -> tuple[np.ndarray, np.n
         start += len(part.codes)
         offset += len(part.values)
     return codes, np.array(merged.values, dtype=object)
+
+
+def _by_first_appearance(codes: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(new code of each old code, then -1 for absent; the values in order of first appearance in
+    `codes`), leaving out values no code takes."""
+    seen = pd.unique(codes)
+    seen = seen[seen >= 0]
+    remap = np.full(len(values) + 1, -1, dtype=np.int32)
+    remap[seen] = np.arange(len(seen), dtype=np.int32)
+    return remap, values[seen]
 
 
 def _frame(columns: dict[str, Any]) -> pd.DataFrame:
@@ -98,7 +109,9 @@ def _categorical(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
 
 
 class _Joiner:
-    """Joins the pieces' columns into frames, counting the texts cut to MAX_TEXT_CHARS."""
+    """Joins the pieces' columns into frames, counting the texts cut to MAX_TEXT_CHARS. A text
+    column's categories are in order of first appearance in the array (the grouped order for
+    complete events, see _event_order)."""
 
     def __init__(self, parts: list[PieceColumns]) -> None:
         self.parts = parts
@@ -110,9 +123,10 @@ class _Joiner:
         self.cut_texts += cut
         return cat
 
-    def _texts(self, table: str, key: str, as_text: bool = False) -> pd.Categorical:
-        """A text column whose categories are in order of first appearance in the array."""
-        return self._text(*_merged_codes([getattr(p, table)[key] for p in self.parts], as_text))
+    def _texts(self, table: str, key: str) -> pd.Categorical:
+        codes, values = _merged_codes([getattr(p, table)[key] for p in self.parts], key)
+        remap, categories = _by_first_appearance(codes, values)
+        return self._text(remap[codes], categories)
 
     def _numbers(self, table: str, key: str, dtype: type) -> np.ndarray:
         return _joined([getattr(p, table)[key] for p in self.parts], dtype)
@@ -121,40 +135,44 @@ class _Joiner:
         parts = self.parts
         ts = _joined([p.x["ts"] for p in parts], np.float64)
         dur = _joined([p.x["dur"] for p in parts], np.float64)
-        cat_codes, cat_values = _merged_codes([p.x["cat"] for p in parts], False)
+        # One buffer for every number column joined before its rows are put in order: fresh
+        # memory for each costs a page fault per 4 KB.
+        scratch = np.empty(len(ts) * 8, dtype=np.uint8)
+
+        def numbers(key: str, dtype: type) -> np.ndarray:
+            joined = scratch.view(dtype)
+            np.concatenate([p.x[key] for p in parts], out=joined)
+            return joined[order]
+
+        cat_codes, cat_values = _merged_codes([p.x["cat"] for p in parts], "cat")
         order, kept = _event_order(parts, chunk, ts, dur, cat_codes)
         self.bad_x = len(ts) - len(order)
 
-        def text(key: str, as_text: bool = False, merged: tuple | None = None) -> pd.Categorical:
-            codes, values = merged or _merged_codes([p.x[key] for p in parts], as_text)
-            # Categories in order of first appearance among the kept rows in the grouped order.
-            seen = pd.unique(codes[kept])
-            seen = seen[seen >= 0]
-            remap = np.full(len(values) + 1, -1, dtype=np.int32)
-            remap[seen] = np.arange(len(seen), dtype=np.int32)
-            return self._text(remap[codes[order]], values[seen])
+        def text(key: str, merged: tuple | None = None) -> pd.Categorical:
+            codes, values = merged or _merged_codes([p.x[key] for p in parts], key)
+            remap, categories = _by_first_appearance(codes[kept], values)
+            return self._text(remap[codes[order]], categories)
 
         columns: dict[str, Any] = {"name": text("name"), "cat": text("cat", merged=(cat_codes, cat_values))}
         cat = columns["cat"]
         kinds = np.array([int(kind_of_category(c)) for c in cat.categories], dtype=np.int8)
         columns["kind"] = kinds[cat.codes] if len(kinds) else np.empty(0, np.int8)
-        columns["pid"] = text("pid", as_text=True)
-        columns["tid"] = text("tid", as_text=True)
+        columns["pid"] = text("pid")
+        columns["tid"] = text("tid")
         columns["ts"] = ts[order]
         columns["dur"] = dur[order]
         for key, dtype in ARG_DTYPES.items():
             if dtype == "str":
                 columns[key] = text(key)
             else:
-                columns[key] = _joined([p.x[key] for p in parts], DTYPES[dtype])[order]
+                columns[key] = numbers(key, DTYPES[dtype])
         return _frame(columns)
 
     def memory_frame(self) -> pd.DataFrame:
         ts = self._numbers("mem", "ts", np.float64)
         order = np.argsort(ts, kind="stable")
         columns = {
-            "ts": ts,
-            "pid": self._texts("mem", "pid", as_text=True), "tid": self._texts("mem", "tid", as_text=True),
+            "ts": ts, "pid": self._texts("mem", "pid"), "tid": self._texts("mem", "tid"),
             **{k: self._numbers("mem", k, np.int64) for k in MEMORY_INTS},
             **{k: self._numbers("mem", k, np.float64) for k in MEMORY_FLOATS},
         }
@@ -162,20 +180,20 @@ class _Joiner:
 
     def flows_frame(self) -> pd.DataFrame:
         return _frame({
-            "ph": self._texts("flow", "ph"), "cat": self._texts("flow", "cat"),
-            "id": self._texts("flow", "id", as_text=True), "ts": self._numbers("flow", "ts", np.float64),
-            "pid": self._texts("flow", "pid", as_text=True), "tid": self._texts("flow", "tid", as_text=True),
-            "bp": self._texts("flow", "bp"),
+            "ph": self._texts("flow", "ph"), "cat": self._texts("flow", "cat"), "id": self._texts("flow", "id"),
+            "ts": self._numbers("flow", "ts", np.float64), "pid": self._texts("flow", "pid"),
+            "tid": self._texts("flow", "tid"), "bp": self._texts("flow", "bp"),
         })
 
     def counters_frame(self) -> pd.DataFrame:
         lists = {k: [v for p in self.parts for v in p.counter[k]] for k in ("name", "pid", "ts", "series", "value")}
 
-        def text(key: str, as_text: bool = False) -> pd.Categorical:
-            return self._text(*_merged_codes([encode(lists[key])], as_text))
+        def text(key: str) -> pd.Categorical:
+            codes, values = _merged_codes([encode(lists[key], len(lists[key]))], key)
+            return self._text(codes, values)
 
         return _frame({
-            "name": text("name"), "pid": text("pid", as_text=True), "ts": np.array(lists["ts"], dtype=np.float64),
+            "name": text("name"), "pid": text("pid"), "ts": np.array(lists["ts"], dtype=np.float64),
             "series": text("series"), "value": np.array(lists["value"], dtype=np.float64),
         })
 
@@ -190,9 +208,10 @@ def _event_order(parts: list[PieceColumns], chunk: int | None, ts: np.ndarray, d
         group_key = (index // chunk) * (int(cat_codes.max(initial=0)) + 1) + cat_codes
     else:
         group_key = cat_codes
-    # factorize numbers the groups in order of first appearance, chunk by chunk.
+    # factorize numbers the groups in order of first appearance, chunk by chunk; a stable sort
+    # of 16-bit numbers is a radix sort.
     groups = pd.factorize(group_key)[0]
-    grouped = np.argsort(groups, kind="stable")
+    grouped = np.argsort(groups.astype(np.int16) if len(groups) and groups.max() < 1 << 15 else groups, kind="stable")
     valid = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0)
     kept = grouped[valid[grouped]]
     return kept[np.argsort(ts[kept], kind="stable")], kept
