@@ -136,17 +136,23 @@ class Derivation:
 
 def derive(entry: Entry, tables: TraceTables, worker: str, on_event: Callable[[tuple], None]) -> None:
     """Compute and store every item the entry lacks at its current version, in LOAD_ORDER (the
-    loader's work after parsing). `on_event` hears ("ready",) once the trace's views are stored,
-    ("computing", name) before each later item and ("stored", name, file, FileId | None) after it
-    (file None: it could not be stored); an item stored meanwhile by another process (the server)
-    is skipped."""
+    loader's work after parsing); an item stored meanwhile by another process (the server) is
+    skipped. `on_event` hears ("ready", next) once the trace's views are stored, then ("stored",
+    name, file, FileId | None, next) after each item (file None: it could not be stored); `next`
+    names the item the loader computes next (None: done), in the same event, so that no request
+    sees the loader between two items and computes the next one a second time."""
     derivation = Derivation(entry, lambda: tables, worker)
     derivation.get("views")
-    on_event(("ready",))
-    for name in LOAD_ORDER:
-        if name == "views" or name in current_items(entry, worker):
-            continue
-        on_event(("computing", name))
+
+    def upcoming(after: int) -> str | None:
+        current = current_items(entry, worker)
+        return next((n for n in LOAD_ORDER[after:] if n not in current), None)
+
+    name = upcoming(1)
+    on_event(("ready", name))
+    while name is not None:
         derivation.get(name)
         file = derivation.written.get(name)
-        on_event(("stored", name, file, entry.checked.get(file) if file else None))
+        following = upcoming(LOAD_ORDER.index(name) + 1)
+        on_event(("stored", name, file, entry.checked.get(file) if file else None, following))
+        name = following

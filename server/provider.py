@@ -195,20 +195,18 @@ class TraceProvider:
         self._budget.charge(self)
 
     # the loader process's progress, told by the store
-    def loader_started(self) -> None:
+    def loader_started(self, computing: str | None) -> None:
+        """The loader computes items of this trace, `computing` first."""
         with self._loader:
-            self._loader_active = True
+            self._loader_active, self._loader_at = True, computing
 
-    def loader_computing(self, name: str) -> None:
-        with self._loader:
-            self._loader_at = name
-
-    def loader_stored(self, name: str, file: str | None, checked: FileId | None) -> None:
-        """The loader stored `name` in `file`, whose checksum it checked (as the file was then)."""
+    def loader_stored(self, name: str, file: str | None, checked: FileId | None, computing: str | None) -> None:
+        """The loader stored `name` in `file`, whose checksum it checked (as the file was then), and
+        computes `computing` now."""
         with self._loader:
             if file is not None and checked is not None:
                 self.entry.checked[file] = checked
-            self._loader_at = None
+            self._loader_at = computing
             self._loader.notify_all()
 
     def loader_done(self) -> None:

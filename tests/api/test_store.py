@@ -65,16 +65,15 @@ def test_derive_reports_ready_first_then_each_item(tmp_path):
     entry, tables = stored_trace(TRANSFORMER, tmp_path)
     events = []
     derive(entry, tables, "worker0", events.append)
-    assert events[0] == ("ready",)
-    computing = [e[1] for e in events if e[0] == "computing"]
-    assert computing == [n for n in derived.LOAD_ORDER if n != "views"]
-    for event in events:
-        if event[0] == "stored":
-            _, name, file, checked = event
-            assert file.startswith(f"{name}-") and entry.checked[file] == checked
+    rest = [n for n in derived.LOAD_ORDER if n != "views"]
+    assert events[0] == ("ready", rest[0])
+    stored = events[1:]
+    assert [e[1] for e in stored] == rest and [e[4] for e in stored] == [*rest[1:], None]
+    for _, name, file, checked, _ in stored:
+        assert file.startswith(f"{name}-") and entry.checked[file] == checked
     events.clear()
     derive(entry, tables, "worker0", events.append)  # everything is stored: nothing to compute
-    assert events == [("ready",)]
+    assert events == [("ready", None)]
 
 
 def test_a_new_version_recomputes_only_its_item_and_those_made_from_it(tmp_path, monkeypatch):
@@ -87,7 +86,7 @@ def test_a_new_version_recomputes_only_its_item_and_those_made_from_it(tmp_path,
     assert current_items(entry, "worker0") == set(STORED) - changed
     events = []
     derive(entry, tables, "worker0", events.append)
-    assert {e[1] for e in events if e[0] == "computing"} == changed
+    assert {e[1] for e in events if e[0] == "stored"} == changed
     names = sorted(os.listdir(entry.folder))
     assert len([n for n in names if n.startswith("optree-")]) == 1, "the stale version was not removed"
 
@@ -128,8 +127,7 @@ def provider_of(path: Path, store: Path, budget: Budget, reload=lambda: None) ->
 def test_a_request_waits_for_the_item_the_loader_is_computing(tmp_path):
     entry, tables = stored_trace(TRANSFORMER, tmp_path)
     provider = TraceProvider(entry, "worker0", Budget(1 << 30), lambda: None)
-    provider.loader_started()
-    provider.loader_computing("steps")
+    provider.loader_started("steps")
     got = []
     asker = threading.Thread(target=lambda: got.append(provider.steps()))
     asker.start()
@@ -138,16 +136,26 @@ def test_a_request_waits_for_the_item_the_loader_is_computing(tmp_path):
     loader = Derivation(entry, lambda: tables, "worker0")  # the loader, in another process
     loader.get("steps")
     file = loader.written["steps"]
-    provider.loader_stored("steps", file, entry.checked[file])
+    provider.loader_stored("steps", file, entry.checked[file], "breakdown")
     asker.join(5)
     assert_identical(got[0], loader.values["steps"])
+    # The loader named its next item as it stored this one: a request for it waits too, with no
+    # moment between the two in which it would compute it a second time.
+    asker = threading.Thread(target=lambda: got.append(provider._derivation.get("breakdown")))
+    asker.start()
+    time.sleep(0.3)
+    assert len(got) == 1, "the request computed the item the loader computes next"
+    loader.get("breakdown")
+    file = loader.written["breakdown"]
+    provider.loader_stored("breakdown", file, entry.checked[file], None)
+    asker.join(5)
+    assert_identical(got[1], loader.values["breakdown"])
 
 
 def test_an_item_the_loader_has_not_reached_is_computed_and_stored_here(tmp_path):
     entry, tables = stored_trace(TRANSFORMER, tmp_path)
     provider = TraceProvider(entry, "worker0", Budget(1 << 30), lambda: None)
-    provider.loader_started()
-    provider.loader_computing("steps")
+    provider.loader_started("steps")
     provider.layout()
     assert "layout" in current_items(entry, "worker0")
 
