@@ -76,11 +76,13 @@ def _backward_pairs(events: pd.DataFrame, flows: pd.DataFrame) -> tuple[np.ndarr
     return pairs["row_s"].to_numpy(np.int64), pairs["row_f"].to_numpy(np.int64)
 
 
-def build_flows(tables: TraceTables, on_timeline: np.ndarray) -> Flows:
-    """Every pair whose two events are both on the timeline (`on_timeline[row]`)."""
+def build_flows(tables: TraceTables, on_timeline: np.ndarray, backward: bool = True) -> Flows:
+    """Every pair whose two events are both on the timeline (`on_timeline[row]`); launch pairs only
+    when not `backward` (the same as when no operator is on the timeline, without matching them)."""
     events = tables.events
     launch = _launch_pairs(events)
-    backward = _backward_pairs(events, tables.flows)
+    empty = np.empty(0, dtype=np.int64)
+    backward = _backward_pairs(events, tables.flows) if backward else (empty, empty)
     src = np.concatenate([launch[0], backward[0]])
     dst = np.concatenate([launch[1], backward[1]])
     cat = np.concatenate([np.zeros(len(launch[0]), np.int64), np.ones(len(backward[0]), np.int64)])
