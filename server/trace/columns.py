@@ -176,6 +176,15 @@ _READERS: dict[str, Callable[[Sequence[Args]], Any]] = {
 }
 
 
+NO_ARGS = Args()
+
+
+def _args(events: Sequence[Event]) -> list[Args]:
+    """The events' args, NO_ARGS for an event without."""
+    args = list(map(attrgetter("args"), events))
+    return args if None not in args else [NO_ARGS if a is None else a for a in args]
+
+
 def _ident(value: Any) -> str:
     return "" if value is None else str(value)
 
@@ -234,7 +243,7 @@ def _complete(xs: list[Event], shared: dict[str, Encoded], index: np.ndarray) ->
     present = np.unique(cat.codes).tolist()
     reads = {code: ARGS_BY_KIND.get(kind_of_category(cat.values[code]), ALL_ARGS) for code in present}
     groups = {columns: [code for code in present if reads[code] == columns] for columns in set(reads.values())}
-    args = list(map(attrgetter("args"), xs))
+    args = _args(xs)
     parts: dict[str, list[tuple[np.ndarray | None, Any]]] = {k: [] for k in ALL_ARGS}
     for columns, codes in groups.items():
         if len(groups) == 1:
@@ -270,7 +279,7 @@ def _joined_texts(parts: list[tuple[np.ndarray | None, Encoded]], n: int) -> Enc
 
 
 def _memory(mems: list[Event], shared: dict[str, Encoded]) -> dict[str, Any]:
-    args = list(map(attrgetter("args"), mems))
+    args = _args(mems)
     return {
         "ts": _numbers(mems, "ts", np.float64), **shared,
         **{k: _numbers(args, "mem_bytes" if k == "bytes" else k, np.int64) for k in MEMORY_INTS},
@@ -307,9 +316,10 @@ def _add_meta(cols: PieceColumns, ev: Event) -> None:
         target = cols.threads.setdefault(f"{pid}/{_ident(ev.tid)}", {})
     else:
         return
-    if ev.name.endswith("_name") and ev.args.meta_name is not None:
-        target["name"] = ev.args.meta_name
-    elif ev.name.endswith("_labels") and ev.args.labels is not None:
-        target["labels"] = ev.args.labels
-    elif ev.name.endswith("_sort_index") and ev.args.sort_index != -1:
-        target["sort_index"] = ev.args.sort_index
+    args = ev.args or NO_ARGS
+    if ev.name.endswith("_name") and args.meta_name is not None:
+        target["name"] = args.meta_name
+    elif ev.name.endswith("_labels") and args.labels is not None:
+        target["labels"] = args.labels
+    elif ev.name.endswith("_sort_index") and args.sort_index != -1:
+        target["sort_index"] = args.sort_index

@@ -18,12 +18,14 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+from contextlib import contextmanager
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import msgspec
+import numpy as np
 
 from .columns import PieceColumns, read_piece
 from .decode import CHUNK_EVENTS, DecodedTrace, decode_events, decode_raw_events, split_events
@@ -112,9 +114,26 @@ def _bracketed(array: memoryview, start: int, stop: int) -> bytearray:
     return piece
 
 
+@contextmanager
+def small_pages() -> Iterator[None]:
+    """numpy asks the kernel for huge pages for arrays of 4 MB and more. Where the kernel has to
+    make them (THP defrag on madvise, memory in use), faulting them in cost about 2 s of a 17 s
+    load (853 MB trace, one process) on the machine measured, and arrays that are written once
+    and read a few times gain little from them; so a load's arrays take ordinary pages."""
+    core = getattr(np, "_core", None) or np.core  # numpy 1.x: np.core
+    choose = getattr(core.multiarray, "_set_madvise_hugepage", None)
+    before = choose(False) if choose else None
+    try:
+        yield
+    finally:
+        if choose:
+            choose(before)
+
+
 def read_text(text: bytes | bytearray | memoryview) -> PieceColumns:
     """Columns of one piece ("[event, ...]"); runs in a helper process too."""
-    return read_piece(decode_events(text))
+    with small_pages():
+        return read_piece(decode_events(text))
 
 
 # This process's buffer for pieces of files, kept for the next piece: fresh memory costs a page

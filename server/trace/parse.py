@@ -14,7 +14,7 @@ from typing import Callable
 import msgspec
 
 from .decode import DecodedTrace, decode_trace, find_events, locate_events
-from .parallel import Helpers, read_pieces
+from .parallel import Helpers, read_pieces, small_pages
 from .read import FileChanged, FileSpan, RawTrace, TraceFile
 from .tables import TraceTables, assemble
 
@@ -36,18 +36,19 @@ def parse_raw_trace(raw: RawTrace, on_progress: Progress | None = None,
     """Like parse_trace_bytes, taking the bytes out of `raw` so that they are freed once the
     events are read, before the tables are assembled."""
     data, raw.data = raw.data, b""
-    located = locate_events(data)
-    parts = None
-    if located is not None:
-        try:
-            parts = read_pieces(located, helpers, on_progress)
-        except (msgspec.DecodeError, RecursionError):
-            located = None  # not valid JSON: decode_trace finds out where, and what can be kept
-    decoded = located or decode_trace(data)
-    del data
-    if parts is None:
-        parts = read_pieces(decoded, helpers, on_progress)
-    return assemble(parts, decoded)
+    with small_pages():
+        located = locate_events(data)
+        parts = None
+        if located is not None:
+            try:
+                parts = read_pieces(located, helpers, on_progress)
+            except (msgspec.DecodeError, RecursionError):
+                located = None  # not valid JSON: decode_trace finds out where, and what can be kept
+        decoded = located or decode_trace(data)
+        del data
+        if parts is None:
+            parts = read_pieces(decoded, helpers, on_progress)
+        return assemble(parts, decoded)
 
 
 def parse_trace_file(file: TraceFile, on_progress: Progress | None = None,
@@ -64,6 +65,7 @@ def parse_trace_file(file: TraceFile, on_progress: Progress | None = None,
             return None
         metadata, start, end = found
         decoded = DecodedTrace(metadata, FileSpan(file, start, end - edge + file.size - edge), checked=False)
-        return assemble(read_pieces(decoded, helpers, on_progress), decoded)
+        with small_pages():
+            return assemble(read_pieces(decoded, helpers, on_progress), decoded)
     except (msgspec.DecodeError, RecursionError, FileChanged):
         return None
