@@ -21,7 +21,8 @@ runs: a logdir of --runs runs (hard links of one small trace of the repository):
 /api/runs answer that lists them all (and how long that answer took: the rest is the server's start,
 imports and discovery before it listens); then the overview of the run listed last (the last in the
 load queue unless a request moves it forward); the tree's resident memory once idle (every run
-loaded, or --idle-wait seconds after the listing, loads still under way), and the server process's own.
+loaded, or --idle-wait seconds after the listing, loads still under way; then the seconds loaders wait
+before they leave), and the server process's own.
 
 Medians over --repeat; a table with the targets goes to stderr, the JSON of every run to stdout.
 Sizes in the table are in GB of 10^9 bytes, as the issue's targets.
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from load import DEFAULT_TRACE as SUMMARY_TRACE
+from profboard.server.store import LOADERS_IDLE_S
 from serving import answers, code_version, get, logdir_of, serve_logdir, tree_memory_bytes
 from trace_window import walk
 
@@ -180,7 +182,7 @@ def _runs(count: int, idle_wait_s: float) -> dict:
             time.sleep(1.0)
         out["all_loaded_s"] = None if loading else time.perf_counter() - t + served.ready_s
         out["loading_when_idle"] = loading
-        time.sleep(SETTLE_S)
+        time.sleep(LOADERS_IDLE_S + SETTLE_S)  # idle loaders leave after LOADERS_IDLE_S
         out["idle_tree_rss_gb"] = served.sample()[0] / GB
         out["idle_server_rss_gb"] = tree_memory_bytes(served.pid, descendants=False)[0] / GB
         out["peak_rss_gb"] = served.peak_rss_bytes / GB
@@ -193,6 +195,12 @@ def _safely(measure: Callable[..., dict], *args: Any) -> dict:
         return measure(*args)
     except Exception as exc:  # reported beside the figures
         return {"error": f"{measure.__name__.strip('_')}: {type(exc).__name__}: {exc}"}
+
+
+def _still_loading(runs: list[dict]) -> str:
+    """What the idle figures of the many runs are not, when loads were still under way."""
+    loading = [r["loading_when_idle"] for r in runs if r.get("loading_when_idle")]
+    return f" ({max(loading)} runs loading)" if loading else ""
 
 
 def _median(runs: list[dict], key: str) -> float | None:
@@ -283,7 +291,8 @@ def main() -> None:
                   _row("  of which: that answer", "", _median(runs, "runs_answer_s"), "s"),
                   _row("then the last run's overview", "", _median(runs, "last_run_overview_s"), "s"),
                   _row("all loaded (from start)", "", _median(runs, "all_loaded_s"), "s"),
-                  _row("idle RSS of the process tree", "idle_tree_rss_gb", _median(runs, "idle_tree_rss_gb"), "GB"),
+                  _row("idle RSS of the process tree" + _still_loading(runs), "idle_tree_rss_gb",
+                       _median(runs, "idle_tree_rss_gb"), "GB"),
                   _row("idle RSS of the server process", "", _median(runs, "idle_server_rss_gb"), "GB"),
                   _row("peak RSS of the process tree", "", _median(runs, "peak_rss_gb"), "GB")]
     errors = [r["error"] for value in result.values() if isinstance(value, list) for r in value if "error" in r]
