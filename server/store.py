@@ -131,8 +131,6 @@ class TraceStore:
         waits for the pool, so the server stayed up for a minute after Ctrl-C."""
         self._stop.set()
         self._opener.shutdown(wait=False, cancel_futures=True)
-        if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
         with self._lock:
             pool = self._pool
         # The pool's processes, a private dict it lets go of on shutdown; read after it, since a load
@@ -145,6 +143,8 @@ class TraceStore:
         deadline = time.monotonic() + _LOADER_EXIT_S
         for loader in loaders:
             loader.join(max(0.0, deadline - time.monotonic()))
+        if self._scratch is not None:  # once no loader writes there
+            shutil.rmtree(self._scratch, ignore_errors=True)
 
     def _watch(self, scan_first: bool) -> None:
         if scan_first:
