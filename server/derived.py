@@ -25,7 +25,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .analysis import callstacks, distributed, flows, lod, memory, optree, overview, steps, timeline
+from .analysis import callstacks, distributed, flows, lod, optree, overview, steps, timeline
 from .analysis.operators import OP_INSTANCES_VERSION, op_instances
 from .trace import codec
 from .trace.entry import Entry
@@ -98,11 +98,11 @@ class Derivation:
     """The items of one trace, each got once (thread-safe): from memory, else read from `entry`,
     else computed from the tables and stored in `entry`. `before` is called, with no lock held,
     before an item is read or computed (the server waits there for the loader computing it);
-    `kept` after each value is got, with whether it was computed here."""
+    `kept` after each value is got."""
 
     def __init__(self, entry: Entry | None, tables: Callable[[], TraceTables], worker: str,
                  before: Callable[[str], None] = lambda name: None,
-                 kept: Callable[[str, Any, bool], None] = lambda name, value, computed: None) -> None:
+                 kept: Callable[[str, Any], None] = lambda name, value: None) -> None:
         self.entry, self.tables, self.worker = entry, tables, worker
         self.before, self.kept = before, kept
         self.values: dict[str, Any] = {}
@@ -124,7 +124,7 @@ class Derivation:
                 if self.entry is not None:
                     self.written[name] = self.entry.write_item(name, tag(name, self.worker), value, CLASSES)
             self.values[name] = value
-        self.kept(name, value, not found)
+        self.kept(name, value)
         return value
 
     def stored(self, name: str) -> tuple[bool, Any]:

@@ -29,11 +29,11 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pandas as pd
 
+from .analysis.callstacks import Stacks
 from .analysis.distributed import WorkerSummary, combine
 from .analysis.flows import Flows
 from .analysis.lod import Blocks
 from .analysis.optree import OpTree
-from .analysis.callstacks import Stacks
 from .analysis.steps import Steps
 from .analysis.timeline import Layout
 from .derived import Derivation
@@ -189,7 +189,7 @@ class TraceProvider:
     def _new_derivation(self) -> Derivation:
         return Derivation(self.entry, self.tables, self.worker, before=self._wait_for_loader, kept=self._kept)
 
-    def _kept(self, name: str, value: Any, computed: bool) -> None:
+    def _kept(self, name: str, value: Any) -> None:
         with self._lock:
             self._sizes[("item", name)] = held_bytes(value)
         self._budget.charge(self)
