@@ -31,7 +31,7 @@ from .columns import PieceColumns, read_piece
 from .decode import CHUNK_EVENTS, DecodedTrace, decode_events, decode_raw_events, split_events
 from .read import FileSpan, TraceFile
 
-PIECE_BYTES = 24 << 20
+PIECE_BYTES = 8 << 20
 # Raw events per piece when the array is read as a list of raw events (a repaired document).
 PIECE_EVENTS = 4 * CHUNK_EVENTS
 MAX_HELPERS = 4
@@ -154,7 +154,17 @@ def read_file_piece(file: TraceFile, start: int, stop: int) -> PieceColumns:
     return read_text(text)
 
 
-Job = tuple[Callable[..., PieceColumns], tuple]
+# A piece's work: a function that runs in a helper process too, and its arguments, made when the
+# piece is taken (a piece of an array in memory is copied out then, so that copies do not pile up).
+Job = Callable[[], tuple[Callable[..., PieceColumns], tuple]]
+
+
+def _file_job(file: TraceFile, start: int, stop: int) -> Job:
+    return lambda: (read_file_piece, (file, start, stop))
+
+
+def _array_job(array: memoryview, start: int, stop: int) -> Job:
+    return lambda: (read_text, (_bracketed(array, start, stop),))
 
 
 def read_pieces(decoded: DecodedTrace, helpers: Helpers | None = None,
@@ -171,8 +181,8 @@ def read_pieces(decoded: DecodedTrace, helpers: Helpers | None = None,
                             PIECE_BYTES)
         if not pieces:
             raise msgspec.DecodeError("traceEvents is not an array")
-        return _read_jobs([(read_file_piece, (span.file, span.start + start, span.start + stop))
-                           for start, stop in pieces], helpers, report)
+        return _read_jobs([_file_job(span.file, span.start + start, span.start + stop) for start, stop in pieces],
+                          helpers, report)
     with memoryview(decoded.array) as array:
         try:
             pieces = cut_points(lambda start, stop: array[start:stop], len(array),
@@ -181,7 +191,7 @@ def read_pieces(decoded: DecodedTrace, helpers: Helpers | None = None,
                 parts = [read_text(decoded.array)]
                 report(1.0)
                 return parts
-            return _read_jobs([(read_text, (array, start, stop)) for start, stop in pieces], helpers, report)
+            return _read_jobs([_array_job(array, start, stop) for start, stop in pieces], helpers, report)
         except msgspec.DecodeError:
             if not decoded.checked:
                 raise
@@ -198,11 +208,8 @@ def _read_raw(raws: list[msgspec.Raw], report: Progress) -> list[PieceColumns]:
 
 
 def _run(job: Job, helpers: Helpers | None = None) -> PieceColumns | Future:
-    """Run a job here, or hand it to a helper. A piece of an array in memory is copied out
-    (with brackets) only now, so that copies do not pile up."""
-    function, args = job
-    if function is read_text:
-        args = (_bracketed(*args),)
+    """Run a job here, or hand it to a helper."""
+    function, args = job()
     return function(*args) if helpers is None else helpers.pool.submit(function, *args)
 
 
