@@ -81,16 +81,16 @@ class TraceFile:
     def read_into(self, buffer: memoryview, offset: int) -> None:
         """Fill `buffer` with the file's bytes from `offset`; raises FileChanged."""
         with open_regular(self.path) as fh:
-            fd = fh.fileno()
-            if _identity(os.fstat(fd)) != self.identity:
+            if _identity(os.fstat(fh.fileno())) != self.identity:
                 raise FileChanged(self.path)
+            fh.seek(offset)
             filled = 0
             while filled < len(buffer):
-                got = os.preadv(fd, [buffer[filled:]], offset + filled)
+                got = fh.readinto(buffer[filled:])
                 if not got:
                     raise FileChanged(self.path)
                 filled += got
-            if _identity(os.fstat(fd)) != self.identity:  # written to while it was read
+            if _identity(os.fstat(fh.fileno())) != self.identity:  # written to while it was read
                 raise FileChanged(self.path)
 
     def read(self, start: int, stop: int) -> bytearray:
