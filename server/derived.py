@@ -120,9 +120,12 @@ class Derivation:
             found, value = self.stored(name)
             if not found:
                 needed = [self.get(n) for n in item.needs]
-                value = item.compute(self.tables(), self.worker, *needed)
-                if self.entry is not None:
-                    self.written[name] = self.entry.write_item(name, tag(name, self.worker), value, CLASSES)
+                if self.entry is None:
+                    value = item.compute(self.tables(), self.worker, *needed)
+                else:
+                    with self.entry.computing(name):
+                        value = item.compute(self.tables(), self.worker, *needed)
+                        self.written[name] = self.entry.write_item(name, tag(name, self.worker), value, CLASSES)
             self.values[name] = value
         self.kept(name, value)
         return value
@@ -137,7 +140,8 @@ class Derivation:
 def derive(entry: Entry, tables: TraceTables, worker: str, on_event: Callable[[tuple], None]) -> None:
     """Compute and store every item the entry lacks at its current version, in LOAD_ORDER (the
     loader's work after parsing); an item stored meanwhile by another process (the server) is
-    skipped. `on_event` hears ("ready", next) once the trace's views are stored, then ("stored",
+    skipped, and so is one it is computing, with the items made from it (the server computes
+    those when asked, and the loader opening the entry next time what is still missing). `on_event` hears ("ready", next) once the trace's views are stored, then ("stored",
     name, file, FileId | None, next) after each item (file None: it could not be stored); `next`
     names the item the loader computes next (None: done), in the same event, so that no request
     sees the loader between two items and computes the next one a second time."""
@@ -146,7 +150,10 @@ def derive(entry: Entry, tables: TraceTables, worker: str, on_event: Callable[[t
 
     def upcoming(after: int) -> str | None:
         current = current_items(entry, worker)
-        return next((n for n in LOAD_ORDER[after:] if n not in current), None)
+
+        def elsewhere(n: str) -> bool:  # being computed by another process, or made from such an item
+            return n not in current and (entry.claimed(n) or any(elsewhere(d) for d in ITEMS[n].needs))
+        return next((n for n in LOAD_ORDER[after:] if n not in current and not elsewhere(n)), None)
 
     name = upcoming(1)
     on_event(("ready", name))

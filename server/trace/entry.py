@@ -15,6 +15,7 @@ layout's (ENTRY_LAYOUT): a changed file or a new parser never meets a stale entr
       flows.arrow counters.arrow       are (NaN stays NaN, no nulls), categoricals as dictionaries
       <item>-<tag>-<crc32>.arrow       derived data (codec.py), one file per item: steps, the
                                        operator tree, the timeline layout, the overview...
+      .<item>.computing                empty: a process is computing the item (others skip it)
 
 Reading a table maps its file and makes pandas columns that are views on the mapped buffers:
 numeric columns and categorical codes are not copied; only the categories become Python strings.
@@ -30,7 +31,8 @@ this version does not know (written by a newer profboard sharing the store) are 
 # Integrity
 
 An entry is used only once it checks out, because disks, copies and people damage files:
-1. the folder holds meta.json, the four tables and item files, nothing else;
+1. the folder holds meta.json, the four tables and item files, nothing else (but the markers of
+   items being computed);
 2. meta.json decodes into its typed shape, and its metadata and warnings match their CRC-32;
 3. each table file has its recorded size and CRC-32, checked when the entry is opened, before
    Arrow reads it (a damaged file can make Arrow return wrong numbers or read out of bounds);
@@ -57,11 +59,13 @@ import mmap
 import os
 import re
 import tempfile
+import time
 import uuid
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import msgspec
 import numpy as np
@@ -81,6 +85,8 @@ ENTRY_LAYOUT = 3
 TABLES = ("events", "memory", "flows", "counters")
 _META = "meta.json"
 _TABLE_FILES = frozenset(f"{name}.arrow" for name in TABLES)
+_COMPUTING = ".computing"
+CLAIM_S = 600.0  # an item marked as being computed longer ago is anyone's again
 _ITEM_FILE = re.compile(r"^([a-z][a-z0-9_]*)-([0-9a-f]{8})-([0-9a-f]{8})\.arrow$")
 
 
@@ -176,6 +182,29 @@ class Entry:
             if match:
                 found.setdefault(match.group(1), set()).add(match.group(2))
         return found
+
+    @contextmanager
+    def computing(self, item: str) -> Iterator[None]:
+        """Marks the item as being computed by this process while the block runs, so that a loader
+        computing the trace's items skips it instead of computing it a second time (`claimed`)."""
+        marker = os.path.join(self.folder, f".{item}{_COMPUTING}")
+        try:
+            open(marker, "wb").close()
+        except OSError:
+            pass  # a read-only store: nothing to coordinate
+        try:
+            yield
+        finally:
+            _unlink(marker)
+
+    def claimed(self, item: str) -> bool:
+        """Whether another process marked the item as being computed (recently: a marker left by a
+        process that died is stale after CLAIM_S)."""
+        try:
+            age = time.time() - os.stat(os.path.join(self.folder, f".{item}{_COMPUTING}")).st_mtime
+        except OSError:
+            return False
+        return age < CLAIM_S
 
     def read_item(self, item: str, tag: str, classes: Mapping[str, type]) -> tuple[bool, Any]:
         """(True, value) of the item's file of this tag, or (False, None) when there is none or it is
@@ -286,7 +315,9 @@ def _open(folder: Path) -> Entry:
         raise Damaged("not a folder")
     names = set(os.listdir(folder))
     expected = _TABLE_FILES | {_META}
-    unexpected = sorted(n for n in names - expected if not _ITEM_FILE.match(n) or not (folder / n).is_file())
+    unexpected = sorted(n for n in names - expected
+                        if not (_ITEM_FILE.match(n) or n.startswith(".") and n.endswith(_COMPUTING))
+                        or not (folder / n).is_file())
     if not expected <= names or unexpected:
         parts = [f"missing files {sorted(expected - names)}", f"unexpected files {unexpected}"]
         raise Damaged("; ".join(p for p in parts if not p.endswith("[]")))

@@ -248,3 +248,17 @@ def test_the_private_store_lives_while_the_server_runs(tmp_path, start_app):
     assert not dead.exists()
     app.stop()
     assert not scratch.exists()
+
+
+def test_the_loader_skips_what_another_process_computes(tmp_path):
+    entry, tables = stored_trace(TRANSFORMER, tmp_path)
+    server = Derivation(entry, lambda: tables, "worker0")
+    with entry.computing("layout"):  # the server computes the layout while the loader runs
+        assert entry.claimed("layout")
+        events = []
+        derive(entry, tables, "worker0", events.append)
+        server.get("layout")
+    skipped = {"layout", "blocks", "flows"}  # the layout and what is made from it
+    assert {e[1] for e in events if e[0] == "stored"} == set(ITEMS) - {"views"} - skipped
+    assert not entry.claimed("layout") and "layout" in current_items(entry, "worker0")
+    assert not any(name.endswith(".computing") for name in os.listdir(entry.folder))
