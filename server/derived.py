@@ -120,6 +120,10 @@ class Derivation:
             found, value = self.stored(name)
             if not found:
                 needed = [self.get(n) for n in item.needs]
+                # Waiting for those, the loader may have reached this item: wait for it, or read it.
+                self.before(name)
+                found, value = self.stored(name)
+            if not found:
                 if self.entry is None:
                     value = item.compute(self.tables(), self.worker, *needed)
                 else:

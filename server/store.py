@@ -512,9 +512,13 @@ def _load(task: int, path: str, size: int, mtime: float, worker: str, stores: li
             discard(entry.folder, str(exc), path)
             entry = None
     if entry is None:
-        entry, tables = store_trace(path, size, mtime, stores, max_bytes=max_bytes, on_progress=report,
-                                    helpers=_helpers_for(size))
+        entry, _ = store_trace(path, size, mtime, stores, max_bytes=max_bytes, on_progress=report,
+                               helpers=_helpers_for(size))
         if entry is None:
             raise OSError(f"no store folder could be written ({', '.join(stores)})")
+        # The parsed tables go; the stored ones, mapped, serve the derived data: their pages are the
+        # page cache's, not this process's (0.7 GB less at the peak for the Llama trace).
+        _give_back_memory()
+        tables = entry.tables()
     derive(entry, tables, worker, lambda event: report(("ready", entry, *event[1:]) if event[0] == "ready" else event))
     return entry

@@ -262,3 +262,21 @@ def test_the_loader_skips_what_another_process_computes(tmp_path):
     assert {e[1] for e in events if e[0] == "stored"} == set(ITEMS) - {"views"} - skipped
     assert not entry.claimed("layout") and "layout" in current_items(entry, "worker0")
     assert not any(name.endswith(".computing") for name in os.listdir(entry.folder))
+
+
+def test_a_request_waits_for_an_item_the_loader_reaches_while_it_waits_for_what_it_is_made_from(tmp_path):
+    entry, tables = stored_trace(TRANSFORMER, tmp_path)
+    provider = TraceProvider(entry, "worker0", Budget(1 << 30), lambda: None)
+    provider.loader_started("steps")
+    got = []
+    asker = threading.Thread(target=lambda: got.append(provider._derivation.get("breakdown")))  # made from steps
+    asker.start()
+    loader = Derivation(entry, lambda: tables, "worker0")
+    for name, following in (("steps", "breakdown"), ("breakdown", None)):
+        time.sleep(0.3)
+        assert not got, f"the request computed what the loader computes ({name})"
+        loader.get(name)
+        file = loader.written[name]
+        provider.loader_stored(name, file, entry.checked[file], following)
+    asker.join(5)
+    assert_identical(got[0], loader.values["breakdown"])
