@@ -34,6 +34,12 @@ def _layout(trace: FixtureTrace):
     return timeline.build_layout(trace.tables)
 
 
+def _blocks(trace: FixtureTrace):
+    from profboard.server.analysis import lod
+
+    return lod.build_blocks(trace.tables, trace.derived(_layout))
+
+
 def ours(trace: FixtureTrace):
     return trace.tables, trace.derived(_layout)
 
@@ -45,14 +51,17 @@ def window_at(layout, zoom: float) -> tuple[float, float]:
     return center - zoom * (hi - lo) / 2, center + zoom * (hi - lo) / 2
 
 
+@pytest.mark.parametrize("path", ["events", "blocks"])
 @pytest.mark.parametrize("zoom", ZOOMS)
 @FIRST_TRACES
-def test_boxes_and_merged_blocks_account_for_every_raw_event(fixture_trace, zoom):
+def test_boxes_and_merged_blocks_account_for_every_raw_event(fixture_trace, zoom, path):
+    """Whether a window reads the events or the level-of-detail blocks the server keeps."""
     from profboard.server.analysis import timeline
 
     tables, layout = ours(fixture_trace)
     start, end = window_at(layout, zoom)
-    out = timeline.window(tables, layout, start, end, 1400)
+    blocks = fixture_trace.derived(_blocks) if path == "blocks" else None
+    out = timeline.window(tables, layout, start, end, 1400, blocks=blocks)
     events = tables.events
     raw = raw_by_thread(fixture_trace)
     checked = 0
