@@ -13,7 +13,9 @@ here and stores it (the loader then skips it).
 Memory: what a provider holds (categories, items computed in this process, memoised results;
 mapped pages are the OS's) counts against the server's `Budget`. Past the budget, the providers
 used least recently drop what they hold, never one serving a request (`use`); asked again, they
-read it back from the store.
+read it back from the store. A provider idle for IDLE_S also lets the pages of its mapped files
+go from the process (`release_if_idle`): they stay in the page cache, and the next request maps
+back what it reads.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from .trace.tables import TraceTables
 log = logging.getLogger("profboard")
 
 MEMO_SIZE = 128  # request-specific results kept per trace
+IDLE_S = 2.0  # seconds without a request after which a trace's mapped pages leave the process
 
 
 class TableDamage(Exception):
@@ -57,6 +60,7 @@ class TraceProvider:
         self._lock = threading.Lock()
         self._in_use = 0
         self.last_used = time.monotonic()
+        self._released = True  # its mapped pages are not in the process's memory
         self._tables: TraceTables | None = None
         self._sizes: dict[Any, int] = {}  # what is held -> its bytes
         self._memo: OrderedDict[tuple, Any] = OrderedDict()
@@ -86,6 +90,7 @@ class TraceProvider:
         with self._lock:
             self._in_use += 1
             self.last_used = time.monotonic()
+            self._released = False
         try:
             yield self
         finally:
@@ -178,6 +183,14 @@ class TraceProvider:
             self._tables, self._sizes, self._memo = None, {}, OrderedDict()
             self._derivation = self._new_derivation()
         return freed
+
+    def release_if_idle(self, idle_s: float = IDLE_S) -> None:
+        """Let the mapped pages go from the process's memory when no request used the trace for `idle_s`."""
+        with self._lock:
+            if self._in_use or self._released or time.monotonic() - self.last_used < idle_s:
+                return
+            self._released = True
+        self.entry.release_pages()
 
     def close(self) -> None:
         """The trace is gone (its file vanished or changed): let go of everything."""

@@ -117,6 +117,7 @@ class TraceStore:
         self._scratch = _scratch_store()
         self._stores.append(self._scratch)
         threading.Thread(target=self._drain_progress, name="profboard-progress", daemon=True).start()
+        threading.Thread(target=self._release_idle, name="profboard-idle", daemon=True).start()
         # A remote store may take minutes to answer or time out (retries, an unreachable
         # endpoint): the server starts at once and the watcher makes the first scan.
         remote = is_remote(self.settings.logdir)
@@ -174,6 +175,14 @@ class TraceStore:
             self._ready(fs, event[1]).loader_started(event[2])
         elif fs.provider is not None and event[0] == "stored":
             fs.provider.loader_stored(*event[1:])
+
+    def _release_idle(self) -> None:
+        """Traces nobody asked for a while let their mapped pages go (provider.release_if_idle)."""
+        while not self._stop.wait(1.0):
+            with self._lock:
+                providers = [fs.provider for fs in self._by_path.values() if fs.provider is not None]
+            for provider in providers:
+                provider.release_if_idle()
 
     def rescan(self) -> None:
         """Discover the logdir again; queue loads for new or changed files."""

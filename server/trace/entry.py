@@ -61,6 +61,7 @@ import re
 import tempfile
 import time
 import uuid
+import weakref
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -136,6 +137,14 @@ class Entry:
     rows: dict[str, int]
     files: dict[str, _FileCheck] = field(repr=False)
     checked: dict[str, FileId] = field(default_factory=dict, repr=False)
+    # The files this process mapped (not pickled: a mapping is the process's own).
+    _maps: weakref.WeakSet = field(default_factory=weakref.WeakSet, init=False, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_maps"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _maps=weakref.WeakSet())
 
     @property
     def name(self) -> str:
@@ -171,7 +180,17 @@ class Entry:
             # The check read every page: let them go from this process's memory (they stay in the page
             # cache), so that only what analyses touch counts in it.
             mapped.madvise(mmap.MADV_DONTNEED)
+        self._maps.add(mapped)
         return pa.py_buffer(mapped)
+
+    def release_pages(self) -> None:
+        """Let the pages of this entry's files go from this process's memory: they stay in the page
+        cache, and a later read maps them back (a minor fault)."""
+        for mapped in list(self._maps):
+            try:
+                mapped.madvise(mmap.MADV_DONTNEED)
+            except (ValueError, OSError):  # closed meanwhile
+                pass
 
     # derived items
     def item_tags(self) -> dict[str, set[str]]:

@@ -280,3 +280,29 @@ def test_a_request_waits_for_an_item_the_loader_reaches_while_it_waits_for_what_
         provider.loader_stored(name, file, entry.checked[file], following)
     asker.join(5)
     assert_identical(got[0], loader.values["breakdown"])
+
+
+def test_an_idle_trace_lets_its_mapped_pages_go(tmp_path):
+    entry, _ = stored_trace(TRANSFORMER, tmp_path)
+    provider = TraceProvider(entry, "worker0", Budget(1 << 30), lambda: None)
+
+    def mapped_kb() -> int:  # resident pages of the entry's files in this process
+        total, inside = 0, False
+        for line in Path("/proc/self/smaps").read_text().splitlines():
+            if line[0] in "0123456789abcdef" and "-" in line.split()[0]:
+                inside = entry.folder in line
+            elif inside and line.startswith("Rss:"):
+                total += int(line.split()[1])
+        return total
+    with provider.use():
+        provider.tables().events["ts"].to_numpy().sum()  # reads a column: its pages map in
+        provider.layout().start.sum()
+        assert mapped_kb() > 0
+        provider.release_if_idle(idle_s=0.0)
+        assert mapped_kb() > 0, "pages of a trace in use were let go"
+    provider.release_if_idle(idle_s=60.0)
+    assert mapped_kb() > 0, "pages of a trace used a moment ago were let go"
+    provider.release_if_idle(idle_s=0.0)
+    assert mapped_kb() == 0
+    with provider.use():  # and they come back when read
+        assert provider.tables().events["ts"].to_numpy().sum() > 0 and mapped_kb() > 0
