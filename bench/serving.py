@@ -117,9 +117,11 @@ def serve_logdir(logdir: Path, ready: Callable[[str], bool], cache: Path | None 
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "profboard.server.cli", "--logdir", str(logdir),
-                                 "--port", str(port), "--cache-dir", str(cache or scratch)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = Path(scratch) / "profboard.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "profboard.server.cli", "--logdir", str(logdir),
+                                     "--port", str(port), "--cache-dir", str(cache or f"{scratch}/cache")],
+                                    stdout=out, stderr=subprocess.STDOUT)
         served = Served(base, 0.0, proc)
         sampler = threading.Thread(target=served._sampling, args=(interval,), daemon=True)
         sampler.start()
@@ -132,9 +134,10 @@ def serve_logdir(logdir: Path, ready: Callable[[str], bool], cache: Path | None 
                 if done:
                     break
                 if proc.poll() is not None:
-                    raise RuntimeError(f"the server exited with {proc.returncode} before it was ready")
+                    raise RuntimeError(f"the server exited with {proc.returncode} before it was ready; its log "
+                                       f"ends:\n{_tail(log)}")
                 if time.perf_counter() - t0 > timeout_s:
-                    raise RuntimeError(f"server not ready in {timeout_s:.0f} s")
+                    raise RuntimeError(f"server not ready in {timeout_s:.0f} s; its log ends:\n{_tail(log)}")
                 time.sleep(0.05)
             served.ready_s = time.perf_counter() - t0
             yield served
@@ -143,6 +146,10 @@ def serve_logdir(logdir: Path, ready: Callable[[str], bool], cache: Path | None 
                 served.stop(stop)
             served._stop.set()
             sampler.join()
+
+
+def _tail(log: Path, lines: int = 20) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
 
 def answers(path: str) -> Callable[[str], bool]:

@@ -288,7 +288,14 @@ class TraceStore:
                 fs, args = self._waiting.popleft()
                 self._loading += 1
                 self._started += 1
-            self._start(fs, *args)
+            try:
+                self._start(fs, *args)
+            except Exception as exc:  # no loader could be started (out of memory or processes, say)
+                with self._queue_lock:
+                    self._loading -= 1
+                log.error("cannot start loading %s: %s: %s", fs.file.path, type(exc).__name__, exc)
+                fs.error = f"could not start a process to load this trace ({type(exc).__name__}: {exc})"
+                fs.status = "error"
 
     def _loaded(self, future: Future) -> None:
         with self._queue_lock:

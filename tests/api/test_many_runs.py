@@ -88,3 +88,20 @@ def test_idle_loaders_leave_and_new_files_bring_them_back(tmp_path: Path, monkey
         client.app.state.store.rescan()
         _wait_until_loaded(client, len(names) + 1)
         assert {r["name"]: r["status"] for r in client.get("/api/runs").json()["runs"]}["new_run"] == "ready"
+
+
+def test_a_load_that_cannot_start_fails_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    names = _many_runs(tmp_path / "logdir", 3)
+    start = store.TraceStore._start
+
+    def refuse_the_first(self: store.TraceStore, fs: store.FileState, *args) -> None:
+        if f"/{names[0]}/" in fs.file.path:
+            raise OSError(12, "Cannot allocate memory")  # as when no process can be forked
+        start(self, fs, *args)
+
+    monkeypatch.setattr(store.TraceStore, "_start", refuse_the_first)
+    with _client(tmp_path / "logdir", tmp_path, load_workers=1) as client:
+        _wait_until_loaded(client, len(names))  # with one loader, the others wait for the one that failed
+        runs = {r["name"]: r for r in client.get("/api/runs").json()["runs"]}
+    assert [runs[name]["status"] for name in names] == ["error", "ready", "ready"]
+    assert "could not start a process to load this trace (OSError" in runs[names[0]]["error"]
