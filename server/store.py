@@ -248,8 +248,12 @@ class TraceStore:
 
     def _open_now(self, fs: FileState) -> None:
         f = fs.file
-        entry = open_entry(self._stores[0], entry_key(f.path, f.size, f.mtime), f.path, check=False)
-        current = current_items(entry, f.worker) if entry is not None else set()
+        try:
+            entry = open_entry(self._stores[0], entry_key(f.path, f.size, f.mtime), f.path, check=False)
+            current = current_items(entry, f.worker) if entry is not None else set()
+        except Exception:  # never leave the file waiting: an error in a thread pool's task goes unseen
+            log.exception("cannot open the store entry of %s; loading it", f.path)
+            entry, current = None, set()
         if entry is not None and "views" in current:
             self._ready(fs, entry)
             if set(ITEMS) - current:
