@@ -11,8 +11,8 @@ a second time.
 
 `LOAD_ORDER` is the order the loader computes them in: what /api/runs needs first (the views a
 trace has: the trace is ready once they are known), then the overview and what it is made from
-(the first page a user opens), the summary the run's other workers' overviews read, then the
-rest in the order of the views' pages.
+(the first page a user opens), the operator calls (the page opened next, most often), the
+summary the run's other workers' overviews read, then the timeline's items.
 
 `Derivation` gets the items of one trace, each once: from memory, else from the entry, else
 computed from the tables and the items it needs, and stored.
@@ -59,9 +59,9 @@ ITEMS: dict[str, Item] = {item.name: item for item in (
     Item("optree", optree.OPTREE_VERSION, (), lambda t, w: optree.build_op_tree(t.events)),
     Item("overview", overview.OVERVIEW_VERSION, ("steps", "breakdown", "optree"),
          lambda t, w, s, b, tree: overview.worker_overview(t, lambda: tree, s, b)),
+    Item("op_instances", OP_INSTANCES_VERSION, ("optree",), lambda t, w, tree: op_instances(t.events, tree)),
     Item("summary", distributed.SUMMARY_VERSION, ("steps", "breakdown"),
          lambda t, w, s, b: distributed.summarize_worker(w, t, s, b), by_worker=True),
-    Item("op_instances", OP_INSTANCES_VERSION, ("optree",), lambda t, w, tree: op_instances(t.events, tree)),
     Item("layout", timeline.LAYOUT_VERSION, (), lambda t, w: timeline.build_layout(t)),
     Item("blocks", lod.BLOCKS_VERSION, ("layout",), lambda t, w, layout: lod.build_blocks(t, layout)),
     Item("flows", flows.FLOWS_VERSION, ("layout",), lambda t, w, layout: flows.build_flows(t, layout.lane_of >= 0)),
