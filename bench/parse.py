@@ -7,8 +7,9 @@ of load_trace (`load.parse_trace`, no store) with N helper processes (the server
 `helper_count()`), started and ready before the clock starts, as a loader's are by the time
 its file is read. Phases, timed by wrapping the functions parse_trace calls:
 
-- read: the file's bytes (read_trace_bytes; gunzip for .gz)
-- locate: finding the event array and the metadata (decode.locate_events)
+- read: the file's bytes (read_trace_bytes, gunzip for .gz; for a big local uncompressed file
+  the ranges this process reads, TraceFile.read_into, included in `pieces` too)
+- locate: finding the event array and the metadata (find_events, locate_events, decode_trace)
 - pieces: decoding every piece of the array into columns, here and on the helpers (wall time);
   of which this process spent `decode` in msgspec and `columns` building columns
 - assemble: joining the pieces' columns into the tables (tables.assemble)

@@ -96,6 +96,15 @@ def absent_texts(n: int) -> Encoded:
     return Encoded(np.full(n, -1, dtype=np.int32), [])
 
 
+@dataclass(frozen=True)
+class Absent:
+    """`n` absent values: what a piece holds for an arg none of its events carries. Most pieces
+    hold few kinds of event (Kineto writes a thread's or a stream's events together), and sending
+    the helpers' pieces back through a pipe is part of a load (tables.py fills these in)."""
+
+    n: int
+
+
 def _subset(texts: Encoded, rows: np.ndarray) -> Encoded:
     return Encoded(texts.codes[rows], texts.values)
 
@@ -258,7 +267,9 @@ def _complete(xs: list[Event], shared: dict[str, Encoded], index: np.ndarray) ->
     return c
 
 
-def _filled(parts: list[tuple[np.ndarray | None, np.ndarray]], n: int, dtype: str) -> np.ndarray:
+def _filled(parts: list[tuple[np.ndarray | None, np.ndarray]], n: int, dtype: str) -> np.ndarray | Absent:
+    if not parts:
+        return Absent(n)
     if len(parts) == 1 and parts[0][0] is None:
         return parts[0][1]
     out = np.full(n, ABSENT[dtype], dtype=DTYPES[dtype])
@@ -267,8 +278,10 @@ def _filled(parts: list[tuple[np.ndarray | None, np.ndarray]], n: int, dtype: st
     return out
 
 
-def _joined_texts(parts: list[tuple[np.ndarray | None, Encoded]], n: int) -> Encoded:
+def _joined_texts(parts: list[tuple[np.ndarray | None, Encoded]], n: int) -> Encoded | Absent:
     """One text column of the groups that read it (their values concatenated)."""
+    if not parts:
+        return Absent(n)
     if len(parts) == 1 and parts[0][0] is None:
         return parts[0][1]
     out = absent_texts(n)

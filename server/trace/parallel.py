@@ -5,7 +5,8 @@ the array is cut at event boundaries into pieces of about PIECE_BYTES, read in t
 and on helpers (whichever is free takes the next piece), and their columns are kept in array
 order for tables.py to join, so the tables come out exactly as a one-process load makes them.
 A piece of a big local file (read.TraceFile) is read from the file by whoever decodes it, into
-a buffer that process keeps for its next piece; other pieces are sent to the helpers.
+a buffer that process keeps for its next piece; other pieces are sent to the helpers. A thread
+hands the helpers their pieces, so that one is never left without work while this process reads.
 
 A cut is found by a byte pattern (`}` `,` `{` with only whitespace between), which could also
 match inside a string; such a cut makes a piece invalid JSON, and the array is then split at
@@ -18,6 +19,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import threading
 from contextlib import contextmanager
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -26,6 +28,11 @@ from typing import Any, Callable, Iterator
 
 import msgspec
 import numpy as np
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
 
 from .columns import PieceColumns, read_piece
 from .decode import CHUNK_EVENTS, DecodedTrace, decode_events, decode_raw_events, split_events
@@ -97,9 +104,27 @@ class Helpers:
         """Spawn `count` helpers now, so that they are ready by the time the file has been read."""
         pool = ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context("spawn"),
                                    initializer=initializer)
+        _widen_pipes(pool)
         for _ in range(count):
             pool.submit(int)
         return cls(pool, count)
+
+
+def _widen_pipes(pool: ProcessPoolExecutor) -> None:
+    """Pieces go to the helpers and their columns come back through pipes of 64 KB, so a message
+    of a few MB takes many writes, and each waits for this process to take the GIL, which it holds
+    for tens of ms at a time while it decodes a piece of its own: a helper sat idle, blocked on
+    sending a piece back, and read 46% of the pieces of the Llama trace. Pipes of 1 MB (the most
+    a process may ask for by default; Linux) make those waits few. CPython's executor keeps its
+    queues private, so this is done where they are found and skipped elsewhere."""
+    if fcntl is None or not hasattr(fcntl, "F_SETPIPE_SZ"):
+        return
+    for connection in (getattr(getattr(pool, "_result_queue", None), "_reader", None),
+                       getattr(getattr(pool, "_call_queue", None), "_writer", None)):
+        try:
+            fcntl.fcntl(connection.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
+        except (AttributeError, OSError):
+            pass
 
 
 def helper_count() -> int:
@@ -226,30 +251,52 @@ def _read_jobs(jobs: list[Job], helpers: Helpers | None, report: Progress) -> li
 
 
 def _read_on_helpers(jobs: list[Job], helpers: Helpers, report: Progress) -> list[PieceColumns] | None:
-    """The pieces' columns, each piece read by whichever is free: the helpers are kept two pieces
-    ahead each, and this process reads the next piece while they are busy. None when a helper
-    died (out of memory?): then this process reads them all."""
+    """The pieces' columns, each piece read by whichever is free: a thread keeps each helper two
+    pieces ahead, handing out the next piece as soon as one comes back, while this thread reads
+    the next one itself. None when a helper died (out of memory?): then this process reads them all."""
     parts: list[PieceColumns | None] = [None] * len(jobs)
-    pending: dict[int, Future] = {}
-    taken = done = 0
+    lock = threading.Lock()
+    taken = 0
+    failed: list[BaseException] = []
+
+    def take() -> int | None:
+        nonlocal taken
+        with lock:
+            if taken == len(jobs) or failed:
+                return None
+            taken += 1
+            return taken - 1
+
+    def feed() -> None:
+        pending: dict[Future, int] = {}
+        try:
+            while True:
+                while len(pending) < 2 * helpers.count and (i := take()) is not None:
+                    pending[_run(jobs[i], helpers)] = i
+                if not pending:
+                    return
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    parts[pending.pop(future)] = future.result()
+        except BaseException as exc:  # noqa: BLE001 (handed to the reading thread)
+            failed.append(exc)
+            for future in pending:
+                future.cancel()
+
+    feeder = threading.Thread(target=feed, name="profboard-pieces", daemon=True)
+    feeder.start()
     try:
-        while taken < len(jobs) or pending:
-            while taken < len(jobs) and len(pending) < 2 * helpers.count:
-                pending[taken] = _run(jobs[taken], helpers)
-                taken += 1
-            if taken < len(jobs):
-                parts[taken] = _run(jobs[taken])
-                taken += 1
-                done += 1
-            else:
-                wait(pending.values(), return_when=FIRST_COMPLETED)
-            for i in [i for i, future in pending.items() if future.done()]:
-                parts[i] = pending.pop(i).result()
-                done += 1
-            report(done / len(jobs))
-    except BrokenProcessPool:
-        return None
+        while (i := take()) is not None:
+            parts[i] = _run(jobs[i])
+            report(sum(part is not None for part in parts) / len(jobs))
+    except BaseException as exc:
+        failed.append(exc)
+        raise
     finally:
-        for future in pending.values():
-            future.cancel()
+        feeder.join()
+    if failed:
+        if isinstance(failed[0], BrokenProcessPool):
+            return None
+        raise failed[0]
+    report(1.0)
     return parts  # type: ignore[return-value]

@@ -23,8 +23,8 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from .columns import (ARG_DTYPES, DTYPES, MEMORY_FLOATS, MEMORY_INTS, TEXT_OF, Encoded, PieceColumns, encode,
-                      read_piece)
+from .columns import (ABSENT, ARG_DTYPES, DTYPES, MEMORY_FLOATS, MEMORY_INTS, TEXT_OF, Absent, Encoded, PieceColumns,
+                      absent_texts, encode, read_piece)
 from .decode import DecodedEvents, DecodedTrace
 from .parallel import Helpers, read_pieces
 from .schema import kind_of_category
@@ -68,9 +68,10 @@ def _joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
 
 
-def _merged_codes(parts: list[Encoded], key: str) -> tuple[np.ndarray, np.ndarray]:
+def _merged_codes(parts: list[Encoded | Absent], key: str) -> tuple[np.ndarray, np.ndarray]:
     """(codes over all parts' rows, the distinct texts they index) of one text column, the
     values turned into text as TEXT_OF says for `key` (values of one text become one)."""
+    parts = [absent_texts(p.n) if isinstance(p, Absent) else p for p in parts]
     values: list[Any] = [v for part in parts for v in part.values]
     text_of = TEXT_OF.get(key)
     if text_of is not None:
@@ -139,9 +140,14 @@ class _Joiner:
         # memory for each costs a page fault per 4 KB.
         scratch = np.empty(len(ts) * 8, dtype=np.uint8)
 
-        def numbers(key: str, dtype: type) -> np.ndarray:
-            joined = scratch.view(dtype)
-            np.concatenate([p.x[key] for p in parts], out=joined)
+        def numbers(key: str, dtype: str) -> np.ndarray:
+            joined = scratch.view(DTYPES[dtype])
+            start = 0
+            for part in parts:
+                values = part.x[key]
+                n = values.n if isinstance(values, Absent) else len(values)
+                joined[start:start + n] = ABSENT[dtype] if isinstance(values, Absent) else values
+                start += n
             return joined[order]
 
         cat_codes, cat_values = _merged_codes([p.x["cat"] for p in parts], "cat")
@@ -165,7 +171,7 @@ class _Joiner:
             if dtype == "str":
                 columns[key] = text(key)
             else:
-                columns[key] = numbers(key, DTYPES[dtype])
+                columns[key] = numbers(key, dtype)
         return _frame(columns)
 
     def memory_frame(self) -> pd.DataFrame:
