@@ -36,6 +36,7 @@ from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from functools import partial
+from multiprocessing.util import Finalize
 from pathlib import Path
 from typing import Any, Literal
 
@@ -483,6 +484,11 @@ def _helpers_for(size: int) -> Helpers | None:
     count = helper_count()
     if (_worker_helpers is None or _worker_helpers.broken) and size >= HELPERS_MIN_FILE_BYTES and count > 0:
         _worker_helpers = Helpers.start(count, initializer=partial(_watch_parent, os.getpid()))
+        # A loader that leaves (its pool shut down when idle) waits for its children before the exit step
+        # that would stop the helpers' pool: it waited for them forever, and the server's exit for it.
+        # Exit finalizers run before that wait, highest priority first: this one before the queues' (10),
+        # which stop the threads that would send the helpers their signal to leave.
+        Finalize(None, _worker_helpers.pool.shutdown, exitpriority=100)
     return _worker_helpers
 
 

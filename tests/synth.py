@@ -321,6 +321,22 @@ def write_trace(dir: str | Path, run: str, worker: str, stamp: int, trace: dict[
     return path
 
 
+def big_trace(min_bytes: int) -> bytes:
+    """JSON of a trace whose event array repeats one step's events (a step, 1,000 operators and kernel
+    launches) until it passes `min_bytes`: slow to load, quick to make."""
+    t = Trace()
+    t.step(1, 0, 100_000)
+    for i in range(1000):
+        t.op("aten::mm", i * 100 + 1, 40, input_dims=[[64, 64], [64, 64]])
+        t.launch(i * 100 + 5, 5, i * 100 + 20, 30)
+    doc = t.build()
+    events = to_bytes(doc["traceEvents"])[1:-1]
+    doc["traceEvents"] = []
+    head = to_bytes(doc)
+    assert head.endswith(b'"traceEvents":[]}')  # the array comes last: the copies go in before "]}"
+    return head[:-2] + b",".join([events] * (min_bytes // len(events) + 1)) + b"]}"
+
+
 def parse(trace: dict[str, Any] | list[Any]):
     """TraceTables of a synthetic trace, through the same decoder as real files."""
     from profboard.server.trace.load import parse_trace_bytes

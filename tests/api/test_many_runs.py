@@ -13,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from processes import living, process_tree
+from synth import big_trace
 from profboard.server import store
 from profboard.server.app import create_app
 from profboard.server.settings import Settings
@@ -72,16 +73,19 @@ def test_the_run_asked_for_loads_before_the_runs_queued_ahead_of_it(tmp_path: Pa
 def test_idle_loaders_leave_and_new_files_bring_them_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(store, "LOADERS_IDLE_S", 0.2)
     names = _many_runs(tmp_path / "logdir", 3)
+    # A file big enough for decode helpers: a loader with helpers waited for them forever when it left.
+    (tmp_path / "logdir" / names[0] / "big.1.pt.trace.json").write_bytes(big_trace(store.HELPERS_MIN_FILE_BYTES))
     before = set(process_tree(os.getpid()))
     with _client(tmp_path / "logdir", tmp_path) as client:
         _wait_until_loaded(client, len(names))
-        # This process's new children: the loaders, and the resource tracker if it was not running yet.
+        # This process's new descendants: the loaders, their helpers, and the resource tracker if it was
+        # not running yet.
         started = [pid for pid in process_tree(os.getpid()) if pid not in before and pid != os.getpid()]
         loaders = [pid for pid in started if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()]
-        assert loaders, "no loader process ran"
+        assert len(loaders) > 2, f"no loader, or no helper, ran: {loaders}"
         deadline = time.monotonic() + 10
         while living(loaders):
-            assert time.monotonic() < deadline, f"loaders still running 10 s after the last load: {living(loaders)}"
+            assert time.monotonic() < deadline, f"still running 10 s after the last load: {living(loaders)}"
             time.sleep(0.05)
         _many_runs(tmp_path / "more", 1)
         shutil.move(tmp_path / "more" / "run0000", tmp_path / "logdir" / "new_run")

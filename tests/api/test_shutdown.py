@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from processes import free_port, living, process_tree, stop_process
-from synth import Trace, to_bytes
+from synth import big_trace
 
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (pip install -e '.[test]')")
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
@@ -24,27 +24,11 @@ STOP_WITHIN_S = 2.0
 TRACE_BYTES = 60 * 10**6  # about 4 s of loading on a 2-core machine, and big enough for decode helpers
 
 
-def _big_trace() -> bytes:
-    """A trace whose event array repeats one step's events until it passes TRACE_BYTES: slow to load,
-    quick to make."""
-    t = Trace()
-    t.step(1, 0, 100_000)
-    for i in range(1000):
-        t.op("aten::mm", i * 100 + 1, 40, input_dims=[[64, 64], [64, 64]])
-        t.launch(i * 100 + 5, 5, i * 100 + 20, 30)
-    doc = t.build()
-    events = to_bytes(doc["traceEvents"])[1:-1]
-    doc["traceEvents"] = []
-    head = to_bytes(doc)
-    assert head.endswith(b'"traceEvents":[]}')  # the array comes last: the copies go in before "]}"
-    return head[:-2] + b",".join([events] * (TRACE_BYTES // len(events) + 1)) + b"]}"
-
-
 @pytest.fixture(scope="module")
 def big_logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     logdir = tmp_path_factory.mktemp("big_logdir")
     (logdir / "run").mkdir()
-    (logdir / "run" / "worker0.1.pt.trace.json").write_bytes(_big_trace())
+    (logdir / "run" / "worker0.1.pt.trace.json").write_bytes(big_trace(TRACE_BYTES))
     return logdir
 
 
