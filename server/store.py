@@ -98,6 +98,7 @@ class TraceStore:
         self._opener_busy = False
         self._loading = 0  # loads handed to the pool and not done
         self._started = 0  # loads handed to the pool so far: whether any came while loaders idled
+        self._leaving: list[multiprocessing.Process] = []  # loaders let go when idle, maybe not gone yet
         self._queue_lock = threading.Lock()
         self.budget = Budget(settings.memory_budget)
         # Entries go to the store folder; to a private one (made at start, deleted at exit) with
@@ -134,12 +135,12 @@ class TraceStore:
         self._stop.set()
         self._opener.shutdown(wait=False, cancel_futures=True)
         with self._lock:
-            pool = self._pool
+            pool, leaving = self._pool, self._leaving
         # The pool's processes, a private dict it lets go of on shutdown; read after it, since a load
-        # submitted meanwhile may start one.
+        # submitted meanwhile may start one. Python's exit waits for every child: those leaving go too.
         processes = getattr(pool, "_processes", None) or {}
         pool.shutdown(wait=False, cancel_futures=True)
-        loaders = list(processes.values())
+        loaders = list(processes.values()) + [p for p in leaving if p.is_alive()]
         for loader in loaders:
             _end_loader(loader.pid)
         deadline = time.monotonic() + _LOADER_EXIT_S
@@ -321,7 +322,10 @@ class TraceStore:
                 return
             with self._lock:
                 idle, self._pool = self._pool, self._new_pool()  # a pool starts no process until it has work
+        leaving = list((getattr(idle, "_processes", None) or {}).values())
         idle.shutdown(wait=False)
+        with self._lock:
+            self._leaving = [p for p in self._leaving if p.is_alive()] + leaving
 
     def _start(self, fs: FileState, entry: Entry | None) -> None:
         f, s = fs.file, self.settings
