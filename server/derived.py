@@ -12,7 +12,8 @@ a second time.
 `LOAD_ORDER` is the order the loader computes them in: what /api/runs needs first (the views a
 trace has: the trace is ready once they are known), then the overview and what it is made from
 (the first page a user opens), the operator calls (the page opened next, most often), the
-summary the run's other workers' overviews read, then the timeline's items.
+timeline's items, then the summary that the Distributed view and the findings across ranks of
+the run's other workers read (a run of one worker, the most common, never needs it).
 
 `Derivation` gets the items of one trace, each once: from memory, else from the entry, else
 computed from the tables and the items it needs, and stored.
@@ -60,11 +61,11 @@ ITEMS: dict[str, Item] = {item.name: item for item in (
     Item("overview", overview.OVERVIEW_VERSION, ("steps", "breakdown", "optree"),
          lambda t, w, s, b, tree: overview.worker_overview(t, lambda: tree, s, b)),
     Item("op_instances", OP_INSTANCES_VERSION, ("optree",), lambda t, w, tree: op_instances(t.events, tree)),
-    Item("summary", distributed.SUMMARY_VERSION, ("steps", "breakdown"),
-         lambda t, w, s, b: distributed.summarize_worker(w, t, s, b), by_worker=True),
     Item("layout", timeline.LAYOUT_VERSION, (), lambda t, w: timeline.build_layout(t)),
     Item("blocks", lod.BLOCKS_VERSION, ("layout",), lambda t, w, layout: lod.build_blocks(t, layout)),
     Item("flows", flows.FLOWS_VERSION, ("layout",), lambda t, w, layout: flows.build_flows(t, layout.lane_of >= 0)),
+    Item("summary", distributed.SUMMARY_VERSION, ("steps", "breakdown"),
+         lambda t, w, s, b: distributed.summarize_worker(w, t, s, b), by_worker=True),
 )}
 LOAD_ORDER = tuple(ITEMS)
 

@@ -38,7 +38,7 @@ from .analysis.lod import Blocks
 from .analysis.optree import OpTree
 from .analysis.steps import Steps
 from .analysis.timeline import Layout
-from .derived import Derivation
+from .derived import LOAD_ORDER, Derivation
 from .trace.entry import Entry, FileId, discard
 from .trace.tables import TraceTables
 
@@ -228,9 +228,18 @@ class TraceProvider:
             self._loader.notify_all()
 
     def _wait_for_loader(self, name: str) -> None:
+        """Wait while the loader computes `name`, or is about to: it is the item after the loader's
+        (computing the next item here too would only share two cores between two copies of it)."""
         with self._loader:
-            while self._loader_active and self._loader_at == name:
+            while self._loader_active and name in _now_or_next(self._loader_at):
                 self._loader.wait()
+
+
+def _now_or_next(item: str | None) -> tuple[str | None, ...]:
+    if item is None:
+        return ()
+    at = LOAD_ORDER.index(item)
+    return tuple(LOAD_ORDER[at:at + 2])
 
 
 class Budget:

@@ -306,3 +306,22 @@ def test_an_idle_trace_lets_its_mapped_pages_go(tmp_path):
     assert mapped_kb() == 0
     with provider.use():  # and they come back when read
         assert provider.tables().events["ts"].to_numpy().sum() > 0 and mapped_kb() > 0
+
+
+def test_a_request_waits_for_the_item_the_loader_computes_next(tmp_path):
+    entry, tables = stored_trace(TRANSFORMER, tmp_path)
+    provider = TraceProvider(entry, "worker0", Budget(1 << 30), lambda: None)
+    at = derived.LOAD_ORDER.index("layout") - 1
+    provider.loader_started(derived.LOAD_ORDER[at])  # the loader's item just before the layout
+    got = []
+    asker = threading.Thread(target=lambda: got.append(provider.layout()))
+    asker.start()
+    time.sleep(0.3)
+    assert not got and not entry.claimed("layout"), "the request computed the layout, which the loader computes next"
+    loader = Derivation(entry, lambda: tables, "worker0")
+    loader.get("layout")
+    file = loader.written["layout"]
+    provider.loader_stored(derived.LOAD_ORDER[at], None, None, "layout")
+    provider.loader_stored("layout", file, entry.checked[file], None)
+    asker.join(5)
+    assert_identical(got[0], loader.values["layout"])
