@@ -32,6 +32,7 @@ from .trace import codec
 from .trace.entry import Entry
 from .trace.tables import TraceTables
 
+
 @dataclass(frozen=True)
 class Item:
     name: str
@@ -146,8 +147,9 @@ def derive(entry: Entry, tables: TraceTables, worker: str, on_event: Callable[[t
     """Compute and store every item the entry lacks at its current version, in LOAD_ORDER (the
     loader's work after parsing); an item stored meanwhile by another process (the server) is
     skipped, and so is one it is computing, with the items made from it (the server computes
-    those when asked, and the loader opening the entry next time what is still missing). `on_event` hears ("ready", next) once the trace's views are stored, then ("stored",
-    name, file, FileId | None, next) after each item (file None: it could not be stored); `next`
+    those when asked, and the loader opening the entry next time what is still missing).
+    `on_event` hears ("ready", next) once the trace's views are stored, then ("stored", name,
+    file, FileId | None, next) after each item (file None: it could not be stored); `next`
     names the item the loader computes next (None: done), in the same event, so that no request
     sees the loader between two items and computes the next one a second time."""
     derivation = Derivation(entry, lambda: tables, worker)
