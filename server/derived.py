@@ -1,5 +1,5 @@
 """Derived data of one trace: what its store entry keeps beside the tables (layout and versions:
-server/trace/entry.py), computed once, in the loader process right after parsing.
+server/trace/entry.py), computed once: in the loader process right after parsing, or when first asked for.
 
 `ITEMS` lists each item: its name, its version (a constant next to the code that computes it),
 the items it is computed from, and the computation, a pure analysis function. An item's `tag`
@@ -13,7 +13,9 @@ a second time.
 trace has: the trace is ready once they are known), then the overview and what it is made from
 (the first page a user opens), the operator calls (the page opened next, most often), the
 timeline's items, then the summary that the Distributed view and the findings across ranks of
-the run's other workers read (a run of one worker, the most common, never needs it).
+the run's other workers read (a run of one worker, the most common, never needs it). A big trace's
+loader computes two items at a time, on the helper process its parse had; a small trace gets at
+load only its views and its summary (`load_items`).
 
 `Derivation` gets the items of one trace, each once: from memory, else from the entry, else
 computed from the tables and the items it needs, and stored.
@@ -22,15 +24,19 @@ computed from the tables and the items it needs, and stored.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from .analysis import callstacks, distributed, flows, lod, optree, overview, steps, timeline
 from .analysis.operators import OP_INSTANCES_VERSION, op_instances
 from .trace import codec
-from .trace.entry import Entry
+from .trace.entry import Entry, FileId
 from .trace.tables import TraceTables
+
+log = logging.getLogger("profboard")
 
 
 @dataclass(frozen=True)
@@ -143,30 +149,152 @@ class Derivation:
         return self.entry.read_item(name, tag(name, self.worker), CLASSES)
 
 
-def derive(entry: Entry, tables: TraceTables, worker: str, on_event: Callable[[tuple], None]) -> None:
-    """Compute and store every item the entry lacks at its current version, in LOAD_ORDER (the
-    loader's work after parsing); an item stored meanwhile by another process (the server) is
-    skipped, and so is one it is computing, with the items made from it (the server computes
-    those when asked, and the loader opening the entry next time what is still missing).
-    `on_event` hears ("ready", next) once the trace's views are stored, then ("stored", name,
-    file, FileId | None, next) after each item (file None: it could not be stored); `next`
-    names the item the loader computes next (None: done), in the same event, so that no request
-    sees the loader between two items and computes the next one a second time."""
+def load_items(entry: Entry) -> tuple[str, ...]:
+    """The items a loader computes once it has parsed the trace, in LOAD_ORDER: every item of a big
+    trace (each takes a second or more there); of a small one, what lists it and what the run's other
+    workers read (its views and its summary). The others take milliseconds when first asked for: at
+    load they made a logdir of 2,000 small runs load four times slower."""
+    if entry.rows.get("events", 0) >= LOAD_ALL_ROWS:
+        return LOAD_ORDER
+    return tuple(n for n in LOAD_ORDER if n in _with_needs(("views", "summary")))
+
+
+def _with_needs(names: tuple[str, ...]) -> set[str]:
+    return {n for name in names for n in (name, *_with_needs(ITEMS[name].needs))}
+
+
+# Events table rows from which a trace gets every item at load (the Llama trace has 2.7 M; a small
+# training step, 3,000).
+LOAD_ALL_ROWS = 200_000
+
+Helper = Callable[[str], "Future[tuple[str | None, FileId | None]]"]
+
+
+def derive(entry: Entry, tables: TraceTables, worker: str, on_event: Callable[[tuple], None],
+           names: tuple[str, ...] = LOAD_ORDER, helper: Helper | None = None) -> None:
+    """Compute and store the items of `names` (in LOAD_ORDER, with what they are made from) that the
+    entry lacks at their current version: the loader's work after parsing. With `helper` (which
+    computes an item in a helper process: compute_stored), two items at a time, each lane taking the
+    first item whose inputs are stored. An item stored meanwhile by another process (the server) is
+    skipped, and so is one it is computing, with the items made from it (the server computes those
+    when asked, and the loader opening the entry next time what is still missing).
+    `on_event` hears ("ready", busy) once the trace's views are stored, then ("stored", name, file,
+    FileId | None, busy) after each item (file None: it could not be stored); `busy` names the items
+    being computed and those taken next, in the same event, so that no request sees the loader
+    between two items and computes one a second time."""
     derivation = Derivation(entry, lambda: tables, worker)
     derivation.get("views")
+    plan = _Plan(entry, worker, _with_needs(names), lanes=2 if helper else 1)
+    on_event(("ready", plan.busy()))
 
-    def upcoming(after: int) -> str | None:
-        current = current_items(entry, worker)
+    def run_lane(compute: Callable[[str], tuple[str | None, FileId | None]]) -> None:
+        while (name := plan.take()) is not None:
+            try:
+                file, checked = compute(name)
+            except BaseException:
+                plan.done(name, lambda: None)
+                raise
+            plan.done(name, lambda: on_event(("stored", name, file, checked, plan.busy())))
 
-        def elsewhere(n: str) -> bool:  # being computed by another process, or made from such an item
-            return n not in current and (entry.claimed(n) or any(elsewhere(d) for d in ITEMS[n].needs))
-        return next((n for n in LOAD_ORDER[after:] if n not in current and not elsewhere(n)), None)
-
-    name = upcoming(1)
-    on_event(("ready", name))
-    while name is not None:
+    def here(name: str) -> tuple[str | None, FileId | None]:
         derivation.get(name)
         file = derivation.written.get(name)
-        following = upcoming(LOAD_ORDER.index(name) + 1)
-        on_event(("stored", name, file, entry.checked.get(file) if file else None, following))
-        name = following
+        return file, entry.checked.get(file) if file else None
+
+    def there(name: str) -> tuple[str | None, FileId | None]:
+        try:
+            return helper(name).result()
+        except Exception as exc:  # the helper died, or the item failed there: here, where an error is told
+            log.warning("a helper could not compute %s (%s: %s); computing it in the loader",
+                        name, type(exc).__name__, exc)
+            return here(name)
+
+    failure: list[BaseException] = []
+    if helper is not None:
+        def second_lane() -> None:
+            try:
+                run_lane(there)
+            except BaseException as exc:
+                failure.append(exc)
+                plan.stop()
+        lane = threading.Thread(target=second_lane, name="profboard-derive-lane", daemon=True)
+        lane.start()
+    try:
+        run_lane(here)
+    except BaseException:
+        plan.stop()
+        raise
+    finally:
+        if helper is not None:
+            lane.join()
+    if failure:
+        raise failure[0]
+
+
+def compute_stored(entry: Entry, worker: str, name: str) -> tuple[str | None, FileId | None]:
+    """In a helper process: compute the item from the entry's mapped tables and the stored items it
+    is made from, and store it; the file it was stored in and its identity as checked here."""
+    derivation = Derivation(entry, entry.tables, worker)
+    try:
+        derivation.get(name)
+        file = derivation.written.get(name)
+        return file, entry.checked.get(file) if file else None
+    finally:
+        entry.release_pages()
+
+
+class _Plan:
+    """Which items a loader still computes, handed to its lanes in LOAD_ORDER, each once its inputs
+    are stored."""
+
+    def __init__(self, entry: Entry, worker: str, wanted: set[str], lanes: int) -> None:
+        self.entry, self.worker, self.lanes = entry, worker, lanes
+        self.pending = [n for n in LOAD_ORDER if n in wanted and n != "views"]
+        self.running: list[str] = []
+        self.stopped = False
+        self._changed = threading.Condition()
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Drop what is stored (by anyone) and what another process is computing, with what is made from it."""
+        current = current_items(self.entry, self.worker)
+
+        def elsewhere(n: str) -> bool:
+            return (n not in current and n not in self.running
+                    and (self.entry.claimed(n) or any(elsewhere(d) for d in ITEMS[n].needs)))
+        self.pending = [n for n in self.pending if n not in current and not elsewhere(n)]
+        self._stored = current
+
+    def _ready(self) -> list[str]:
+        return [n for n in self.pending if all(d in self._stored for d in ITEMS[n].needs)]
+
+    def take(self) -> str | None:
+        """The next item for a lane, waiting while every pending one waits for an item being
+        computed; None when none is left."""
+        with self._changed:
+            while not self.stopped:
+                ready = self._ready()
+                if ready:
+                    self.pending.remove(ready[0])
+                    self.running.append(ready[0])
+                    return ready[0]
+                if not self.running or not self.pending:
+                    return None
+                self._changed.wait()
+            return None
+
+    def done(self, name: str, tell: Callable[[], None]) -> None:
+        with self._changed:
+            self.running.remove(name)
+            self._refresh()
+            tell()
+            self._changed.notify_all()
+
+    def stop(self) -> None:
+        with self._changed:
+            self.stopped = True
+            self._changed.notify_all()
+
+    def busy(self) -> tuple[str, ...]:
+        """The items being computed, then those the lanes take next."""
+        return (*self.running, *self._ready()[:self.lanes])

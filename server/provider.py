@@ -38,7 +38,7 @@ from .analysis.lod import Blocks
 from .analysis.optree import OpTree
 from .analysis.steps import Steps
 from .analysis.timeline import Layout
-from .derived import LOAD_ORDER, Derivation
+from .derived import Derivation
 from .trace.entry import Entry, FileId, discard
 from .trace.tables import TraceTables
 
@@ -69,7 +69,7 @@ class TraceProvider:
         # The loader process, while it computes items after the trace became ready.
         self._loader = threading.Condition()
         self._loader_active = False
-        self._loader_at: str | None = None
+        self._loader_busy: tuple[str, ...] = ()
         budget.add(self)
 
     # what /api/runs shows
@@ -208,38 +208,31 @@ class TraceProvider:
         self._budget.charge(self)
 
     # the loader process's progress, told by the store
-    def loader_started(self, computing: str | None) -> None:
-        """The loader computes items of this trace, `computing` first."""
+    def loader_started(self, busy: tuple[str, ...]) -> None:
+        """The loader computes items of this trace, `busy` now or next (derived.derive)."""
         with self._loader:
-            self._loader_active, self._loader_at = True, computing
+            self._loader_active, self._loader_busy = True, busy
 
-    def loader_stored(self, name: str, file: str | None, checked: FileId | None, computing: str | None) -> None:
+    def loader_stored(self, name: str, file: str | None, checked: FileId | None, busy: tuple[str, ...]) -> None:
         """The loader stored `name` in `file`, whose checksum it checked (as the file was then), and
-        computes `computing` now."""
+        computes the items of `busy` now or next."""
         with self._loader:
             if file is not None and checked is not None:
                 self.entry.checked[file] = checked
-            self._loader_at = computing
+            self._loader_busy = busy
             self._loader.notify_all()
 
     def loader_done(self) -> None:
         with self._loader:
-            self._loader_active, self._loader_at = False, None
+            self._loader_active, self._loader_busy = False, ()
             self._loader.notify_all()
 
     def _wait_for_loader(self, name: str) -> None:
-        """Wait while the loader computes `name`, or is about to: it is the item after the loader's
-        (computing the next item here too would only share two cores between two copies of it)."""
+        """Wait while the loader computes `name`, or is about to (computing it here too would only
+        share two cores between two copies of it)."""
         with self._loader:
-            while self._loader_active and name in _now_or_next(self._loader_at):
+            while self._loader_active and name in self._loader_busy:
                 self._loader.wait()
-
-
-def _now_or_next(item: str | None) -> tuple[str | None, ...]:
-    if item is None:
-        return ()
-    at = LOAD_ORDER.index(item)
-    return tuple(LOAD_ORDER[at:at + 2])
 
 
 class Budget:

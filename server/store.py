@@ -42,7 +42,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from .derived import ITEMS, current_items, derive
+from .derived import LOAD_ORDER, compute_stored, current_items, derive, load_items
 from .logdir import Run, TraceFile, discover, display_url, is_remote, readable
 from .provider import Budget, TraceProvider
 from .settings import Settings
@@ -258,7 +258,7 @@ class TraceStore:
             entry, current = None, set()
         if entry is not None and "views" in current:
             self._ready(fs, entry)
-            if set(ITEMS) - current:
+            if set(load_items(entry)) - current:
                 self._submit(fs, entry)  # stale items: the loader computes them, in the background
             return
         self._submit(fs, entry)
@@ -550,5 +550,13 @@ def _load(task: int, path: str, size: int, mtime: float, worker: str, stores: li
         # page cache's, not this process's (0.7 GB less at the peak for the Llama trace).
         _give_back_memory()
         tables = entry.tables()
-    derive(entry, tables, worker, lambda event: report(("ready", entry, *event[1:]) if event[0] == "ready" else event))
+    names = load_items(entry)
+    # A big trace's items are computed two at a time when its parse had helpers: they idle meanwhile.
+    helpers = _worker_helpers if names == LOAD_ORDER and not (_worker_helpers is None or _worker_helpers.broken) else None
+    derive(entry, tables, worker, lambda event: report(("ready", entry, *event[1:]) if event[0] == "ready" else event),
+           names, helper=None if helpers is None else partial(_on_helper, helpers, entry, worker))
     return entry
+
+
+def _on_helper(helpers: Helpers, entry: Entry, worker: str, name: str) -> Future:
+    return helpers.pool.submit(compute_stored, entry, worker, name)

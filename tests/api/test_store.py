@@ -11,6 +11,9 @@ import shutil
 import tempfile
 import threading
 import time
+import multiprocessing
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pytest
@@ -66,14 +69,58 @@ def test_derive_reports_ready_first_then_each_item(tmp_path):
     events = []
     derive(entry, tables, "worker0", events.append)
     rest = [n for n in derived.LOAD_ORDER if n != "views"]
-    assert events[0] == ("ready", rest[0])
+    assert events[0] == ("ready", (rest[0],))
     stored = events[1:]
-    assert [e[1] for e in stored] == rest and [e[4] for e in stored] == [*rest[1:], None]
+    assert [e[1] for e in stored] == rest and [e[4] for e in stored] == [(n,) for n in rest[1:]] + [()]
     for _, name, file, checked, _ in stored:
         assert file.startswith(f"{name}-") and entry.checked[file] == checked
     events.clear()
     derive(entry, tables, "worker0", events.append)  # everything is stored: nothing to compute
-    assert events == [("ready", None)]
+    assert events == [("ready", ())]
+
+
+def test_a_helper_computes_items_beside_the_loader(tmp_path):
+    """Two lanes: each item once, each after what it is made from, the same values as computed in one
+    process; the items a request must wait for are those computed and those taken next."""
+    entry, tables = stored_trace(TRANSFORMER, tmp_path)
+    alone = Derivation(None, lambda: tables, "worker0")
+    events = []
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        derive(entry, tables, "worker0", events.append,
+               helper=lambda name: pool.submit(derived.compute_stored, entry, "worker0", name))
+    stored = [e[1] for e in events if e[0] == "stored"]
+    assert sorted(stored) == sorted(n for n in derived.LOAD_ORDER if n != "views")
+    for name in stored:
+        assert all(stored.index(need) < stored.index(name) for need in ITEMS[name].needs if need != "views")
+    assert events[0] == ("ready", ("steps", "optree")), "both lanes start at once, each on an item with no inputs"
+    assert events[-1][4] == ()
+    read = Derivation(entry, lambda: pytest.fail("an item was computed instead of read"), "worker0")
+    for name in stored:
+        assert_identical(alone.get(name), read.get(name), name)
+
+
+def test_a_helper_that_fails_leaves_its_item_to_the_loader(tmp_path, caplog):
+    entry, tables = stored_trace(TRANSFORMER, tmp_path)
+
+    def broken(name):
+        future = Future()
+        future.set_exception(BrokenProcessPool("a helper died"))
+        return future
+    events = []
+    with caplog.at_level(logging.WARNING, logger="profboard"):
+        derive(entry, tables, "worker0", events.append, helper=broken)
+    assert current_items(entry, "worker0") == set(STORED)
+    assert any("a helper could not compute" in r.getMessage() for r in caplog.records)
+
+
+def test_a_small_trace_gets_at_load_only_what_lists_it_and_what_other_workers_read(tmp_path, monkeypatch):
+    entry, tables = stored_trace(TRANSFORMER, tmp_path)
+    assert entry.rows["events"] < derived.LOAD_ALL_ROWS
+    assert derived.load_items(entry) == ("views", "steps", "breakdown", "summary")
+    derive(entry, tables, "worker0", lambda event: None, derived.load_items(entry))
+    assert current_items(entry, "worker0") == {"views", "steps", "breakdown", "summary"}
+    monkeypatch.setattr(derived, "LOAD_ALL_ROWS", entry.rows["events"])
+    assert derived.load_items(entry) == derived.LOAD_ORDER
 
 
 def test_a_new_version_recomputes_only_its_item_and_those_made_from_it(tmp_path, monkeypatch):
@@ -127,7 +174,7 @@ def provider_of(path: Path, store: Path, budget: Budget, reload=lambda: None) ->
 def test_a_request_waits_for_the_item_the_loader_is_computing(tmp_path):
     entry, tables = stored_trace(TRANSFORMER, tmp_path)
     provider = TraceProvider(entry, "worker0", Budget(1 << 30), lambda: None)
-    provider.loader_started("steps")
+    provider.loader_started(("steps", "breakdown"))
     got = []
     asker = threading.Thread(target=lambda: got.append(provider.steps()))
     asker.start()
@@ -136,10 +183,10 @@ def test_a_request_waits_for_the_item_the_loader_is_computing(tmp_path):
     loader = Derivation(entry, lambda: tables, "worker0")  # the loader, in another process
     loader.get("steps")
     file = loader.written["steps"]
-    provider.loader_stored("steps", file, entry.checked[file], "breakdown")
+    provider.loader_stored("steps", file, entry.checked[file], ("breakdown",))
     asker.join(5)
     assert_identical(got[0], loader.values["steps"])
-    # The loader named its next item as it stored this one: a request for it waits too, with no
+    # The loader named the item it takes next as it stored this one: a request for it waits too, with no
     # moment between the two in which it would compute it a second time.
     asker = threading.Thread(target=lambda: got.append(provider._derivation.get("breakdown")))
     asker.start()
@@ -147,7 +194,7 @@ def test_a_request_waits_for_the_item_the_loader_is_computing(tmp_path):
     assert len(got) == 1, "the request computed the item the loader computes next"
     loader.get("breakdown")
     file = loader.written["breakdown"]
-    provider.loader_stored("breakdown", file, entry.checked[file], None)
+    provider.loader_stored("breakdown", file, entry.checked[file], ())
     asker.join(5)
     assert_identical(got[1], loader.values["breakdown"])
 
@@ -155,7 +202,7 @@ def test_a_request_waits_for_the_item_the_loader_is_computing(tmp_path):
 def test_an_item_the_loader_has_not_reached_is_computed_and_stored_here(tmp_path):
     entry, tables = stored_trace(TRANSFORMER, tmp_path)
     provider = TraceProvider(entry, "worker0", Budget(1 << 30), lambda: None)
-    provider.loader_started("steps")
+    provider.loader_started(("steps", "breakdown"))
     provider.layout()
     assert "layout" in current_items(entry, "worker0")
 
@@ -267,12 +314,12 @@ def test_the_loader_skips_what_another_process_computes(tmp_path):
 def test_a_request_waits_for_an_item_the_loader_reaches_while_it_waits_for_what_it_is_made_from(tmp_path):
     entry, tables = stored_trace(TRANSFORMER, tmp_path)
     provider = TraceProvider(entry, "worker0", Budget(1 << 30), lambda: None)
-    provider.loader_started("steps")
+    provider.loader_started(("steps", "breakdown"))
     got = []
     asker = threading.Thread(target=lambda: got.append(provider._derivation.get("breakdown")))  # made from steps
     asker.start()
     loader = Derivation(entry, lambda: tables, "worker0")
-    for name, following in (("steps", "breakdown"), ("breakdown", None)):
+    for name, following in (("steps", ("breakdown",)), ("breakdown", ())):
         time.sleep(0.3)
         assert not got, f"the request computed what the loader computes ({name})"
         loader.get(name)
@@ -312,7 +359,7 @@ def test_a_request_waits_for_the_item_the_loader_computes_next(tmp_path):
     entry, tables = stored_trace(TRANSFORMER, tmp_path)
     provider = TraceProvider(entry, "worker0", Budget(1 << 30), lambda: None)
     at = derived.LOAD_ORDER.index("layout") - 1
-    provider.loader_started(derived.LOAD_ORDER[at])  # the loader's item just before the layout
+    provider.loader_started((derived.LOAD_ORDER[at], "layout"))  # the loader's item just before the layout, and it
     got = []
     asker = threading.Thread(target=lambda: got.append(provider.layout()))
     asker.start()
@@ -321,7 +368,7 @@ def test_a_request_waits_for_the_item_the_loader_computes_next(tmp_path):
     loader = Derivation(entry, lambda: tables, "worker0")
     loader.get("layout")
     file = loader.written["layout"]
-    provider.loader_stored(derived.LOAD_ORDER[at], None, None, "layout")
-    provider.loader_stored("layout", file, entry.checked[file], None)
+    provider.loader_stored(derived.LOAD_ORDER[at], None, None, ("layout",))
+    provider.loader_stored("layout", file, entry.checked[file], ())
     asker.join(5)
     assert_identical(got[0], loader.values["layout"])
