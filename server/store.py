@@ -47,7 +47,7 @@ from .logdir import Run, TraceFile, discover, display_url, is_remote, readable
 from .provider import Budget, TraceProvider
 from .settings import Settings
 from .trace.decode import TraceFormatError
-from .trace.entry import Entry, discard, entry_key, open_entry
+from .trace.entry import Entry, discard, entry_key, open_entry, sweep
 from .trace.load import store_trace
 from .trace.parallel import Helpers, helper_count
 
@@ -120,6 +120,8 @@ class TraceStore:
         self._stores.append(self._scratch)
         threading.Thread(target=self._drain_progress, name="profboard-progress", daemon=True).start()
         threading.Thread(target=self._release_idle, name="profboard-idle", daemon=True).start()
+        if self.settings.cache_dir:
+            threading.Thread(target=_sweep, args=(self.settings.cache_dir,), name="profboard-sweep", daemon=True).start()
         # A remote store may take minutes to answer or time out (retries, an unreachable
         # endpoint): the server starts at once and the watcher makes the first scan.
         remote = is_remote(self.settings.logdir)
@@ -430,6 +432,12 @@ def _scratch_store() -> str:
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
     return tempfile.mkdtemp(prefix=f"profboard-store-{os.getpid()}-")
+
+
+def _sweep(store: str) -> None:
+    swept = sweep(store)
+    if swept:
+        log.info("deleted %d temporary file(s) left in the store %s by writers that were stopped", swept, store)
 
 
 def _alive(pid: int) -> bool:

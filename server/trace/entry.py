@@ -88,6 +88,10 @@ _META = "meta.json"
 _TABLE_FILES = frozenset(f"{name}.arrow" for name in TABLES)
 _COMPUTING = ".computing"
 CLAIM_S = 600.0  # an item marked as being computed longer ago is anyone's again
+# What writers name their work before renaming it into place (write_entry, Entry.write_item: tempfile's
+# eight random characters; _discard).
+_TEMPORARY = re.compile(r"^\.(([0-9a-f]{32}|[a-z][a-z0-9_]*)-[a-z0-9_]{8}|[0-9a-f]{32}-damaged-[0-9a-f]{8})$")
+STALE_S = 3600.0  # a temporary untouched this long belongs to a writer that was killed
 _ITEM_FILE = re.compile(r"^([a-z][a-z0-9_]*)-([0-9a-f]{8})-([0-9a-f]{8})\.arrow$")
 
 
@@ -451,6 +455,25 @@ def _remove(path: Path) -> None:
     for child in path.iterdir():
         _remove(child)
     path.rmdir()
+
+
+def sweep(store: str, older_than_s: float = STALE_S) -> int:
+    """Delete what writers killed mid-write left in the store: entries and item files still under their
+    temporary dot-names (and entries put aside as damaged), untouched for `older_than_s`. How many."""
+    swept = 0
+    now = time.time()
+    for name in _listdir(store):
+        if not _TEMPORARY.match(name):
+            continue
+        path = Path(store) / name
+        try:
+            if now - path.lstat().st_mtime < older_than_s:
+                continue  # perhaps being written now
+            _remove(path)
+            swept += 1
+        except OSError:  # gone meanwhile, or not ours to delete
+            pass
+    return swept
 
 
 def write_entry(store: str, key: str, tables: TraceTables) -> Entry:

@@ -19,7 +19,7 @@ import pytest
 
 from profboard.server.analysis.overview import overview
 from profboard.server.trace import load as load_module
-from profboard.server.trace.entry import entry_key, write_entry
+from profboard.server.trace.entry import STALE_S, entry_key, sweep, write_entry
 from profboard.server.trace.load import load_trace
 from profboard.server.trace.tables import TraceTables
 from synth import Trace, to_bytes, write_trace
@@ -143,6 +143,28 @@ def test_one_entry_per_key_and_no_temporary_leftovers(tmp_path, trace_file):
     load_trace(*trace_file, cache_dir=str(cache))
     load_trace(*trace_file, cache_dir=str(cache))
     assert [p.name for p in cache.iterdir()] == [entry_key(*trace_file)]
+
+
+def test_what_killed_writers_left_is_swept_once_stale(tmp_path, trace_file):
+    cache = tmp_path / "cache"
+    load_trace(*trace_file, cache_dir=str(cache))
+    key = entry_key(*trace_file)
+    left = [cache / f".{key}-k2j4_x1q", cache / f".{'0' * 32}-damaged-1a2b3c4d", cache / ".optree-8sd7f6ab"]
+    left[0].mkdir()
+    (left[0] / "events.arrow").write_bytes(b"half")
+    left[1].mkdir()
+    left[2].write_bytes(b"half an item")
+    kept = [cache / ".hidden-by-someone-else.txt", cache / ".optree-8sd7f6ab.bak", cache / "notes"]  # not names our writers give
+    kept[0].write_text("x")
+    kept[1].write_text("x")
+    kept[2].mkdir()
+    assert sweep(str(cache)) == 0, "a temporary just written may belong to a writer still at work"
+    old = os.stat(cache).st_mtime - 2 * STALE_S
+    for path in left + kept:
+        os.utime(path, (old, old))
+    assert sweep(str(cache)) == 3
+    assert sorted(p.name for p in cache.iterdir()) == sorted([key, *(p.name for p in kept)])
+    assert load_trace(*trace_file, cache_dir=str(cache)) is not None
 
 
 def test_damaged_entry_is_a_miss(tmp_path, trace_file, monkeypatch):
