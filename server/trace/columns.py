@@ -325,7 +325,7 @@ def _flows(flows: list[Event], shared: dict[str, Encoded]) -> dict[str, Any]:
 
 def _add_counter(counter: dict[str, list], raw: Any) -> None:
     ev = decode_counter(raw)
-    if ev is None:
+    if ev is None or ev.args is None:  # a counter without values: nothing to plot
         return
     for series, value in ev.args.items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):

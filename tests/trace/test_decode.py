@@ -437,6 +437,8 @@ def test_memory_flows_counters_and_metadata_tables():
     t.memory(12, 512, 0x1000, 512, 2 << 20)
     t.memory(40, -512, 0x1000, 0, 2 << 20)
     t.add({"ph": "C", "name": "GPU 0 Utilization", "pid": 0, "ts": 5, "args": {"util": 0.5, "label": "x"}})
+    t.add({"ph": "C", "name": "no values", "pid": 0, "ts": 6})  # failed the whole trace once
+    t.add({"ph": "C", "name": "null values", "pid": 0, "ts": 7, "args": None})
     t.add({"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}})
     t.add({"ph": "M", "name": "thread_name", "pid": 1000, "tid": 1000, "args": {"name": "python"}})
     tables = parse_trace_bytes(to_bytes(t.build()))
