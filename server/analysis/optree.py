@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -75,26 +76,44 @@ def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     starting at or after the end of the innermost open one closes it; one that starts inside
     but ends later is clipped to its parent, so nesting survives rounding and odd timestamps.
     """
-    parent = []
-    open_nodes: list[int] = []
-    open_ends: list[float] = []
-    previous = None
-    for i, (g, s, e) in enumerate(zip(group.tolist(), start.tolist(), end.tolist())):
-        if g != previous:
-            open_nodes.clear()
-            open_ends.clear()
-            previous = g
-        while open_ends and s >= open_ends[-1]:
-            open_nodes.pop()
-            open_ends.pop()
-        if open_nodes:
-            parent.append(open_nodes[-1])
-            e = min(e, open_ends[-1])
-        else:
-            parent.append(-1)
-        open_nodes.append(i)
-        open_ends.append(e)
-    return np.array(parent, dtype=np.int64)
+    # In positions, interval i (clipped) spans [i, close[i]): close[i] = min(reach[i], close[parent]),
+    # where reach[i] is the first position of its group starting at or after its end (at least
+    # i + 1). Spans nest, so a node's children are the chain x + 1, reach[x + 1], ... while below
+    # close[x] (a child's sibling starts where it ends; a clipped child ends the chain), and the
+    # top level is the chain from a group's first position to its end. Each level of depth follows
+    # its chains by pointer doubling: n log n in all, a loop over the depth, not over the intervals.
+    n = len(start)
+    index = np.int32 if n < np.iinfo(np.int32).max else np.int64  # half the memory of the jump tables
+    new_group = np.ones(n, dtype=bool)
+    np.not_equal(group[1:], group[:-1], out=new_group[1:])
+    first = np.flatnonzero(new_group)
+    last = np.append(first[1:], n)
+    reach = np.empty(n + 1, dtype=index)  # position n: past the end, reached from the last ones
+    reach[n] = n
+    for a, b in zip(first.tolist(), last.tolist()):
+        reach[a:b] = np.searchsorted(start[a:b], end[a:b], "left") + a
+    np.maximum(reach[:n], np.arange(1, n + 1, dtype=index), out=reach[:n])
+
+    jumps = [reach]  # jumps[k][i]: 2**k steps along the chain from i
+    parent = np.full(n, -1, dtype=np.int64)
+    heads, bounds, owners = first.astype(index), last.astype(index), np.full(len(first), -1, dtype=index)
+    while len(heads):  # one level of depth: the chains from `heads`, each below its bound
+        nodes, bound, owner = heads, bounds, owners
+        for k in itertools.count():  # nodes: the first 2**k of each chain
+            if k == len(jumps):
+                jumps.append(jumps[-1][jumps[-1]])
+            later = jumps[k][nodes]
+            more = later < bound
+            if not more.any():
+                break
+            nodes = np.concatenate([nodes, later[more]])
+            bound = np.concatenate([bound, bound[more]])
+            owner = np.concatenate([owner, owner[more]])
+        parent[nodes] = owner
+        close = np.minimum(reach[nodes], bound)
+        inner = close > nodes + 1
+        heads, bounds, owners = nodes[inner] + 1, close[inner], nodes[inner]
+    return parent
 
 
 def thread_key(events: pd.DataFrame) -> np.ndarray:
