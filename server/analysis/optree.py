@@ -69,8 +69,17 @@ class OpTree:
             current[live] = self.parent[current[live]]
 
 
-def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Parent position of each interval, -1 at the top level.
+@dataclass(frozen=True)
+class Nesting:
+    """Intervals nested by time (see `nesting`), per interval position."""
+
+    parent: np.ndarray  # -1 at the top level
+    depth: np.ndarray  # 0 at the top level
+    end: np.ndarray  # clipped to the parent's (clipped) end
+
+
+def nesting(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> Nesting:
+    """Each interval's parent, depth and clipped end.
 
     Inputs are sorted by group, then start, then end descending (parents first). An interval
     starting at or after the end of the innermost open one closes it; one that starts inside
@@ -96,7 +105,10 @@ def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
     jumps = [reach]  # jumps[k][i]: 2**k steps along the chain from i
     parent = np.full(n, -1, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int64)
+    clipped = end.copy()
     heads, bounds, owners = first.astype(index), last.astype(index), np.full(len(first), -1, dtype=index)
+    level = 0
     while len(heads):  # one level of depth: the chains from `heads`, each below its bound
         nodes, bound, owner = heads, bounds, owners
         for k in itertools.count():  # nodes: the first 2**k of each chain
@@ -109,11 +121,20 @@ def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
             nodes = np.concatenate([nodes, later[more]])
             bound = np.concatenate([bound, bound[more]])
             owner = np.concatenate([owner, owner[more]])
-        parent[nodes] = owner
+        if level:
+            parent[nodes] = owner
+            depth[nodes] = level
+            clipped[nodes] = np.minimum(end[nodes], clipped[owner])
         close = np.minimum(reach[nodes], bound)
         inner = close > nodes + 1
         heads, bounds, owners = nodes[inner] + 1, close[inner], nodes[inner]
-    return parent
+        level += 1
+    return Nesting(parent, depth, clipped)
+
+
+def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Parent position of each interval, -1 at the top level (see `nesting`)."""
+    return nesting(group, start, end).parent
 
 
 def thread_key(events: pd.DataFrame) -> np.ndarray:

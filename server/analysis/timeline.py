@@ -29,7 +29,7 @@ from ..trace.schema import DEVICE_KINDS, Kind
 from ..trace.tables import TraceTables
 from . import flows, lod, ranges
 from .names import regex_mask
-from .optree import OpTree, nest, thread_key
+from .optree import OpTree, nesting, thread_key
 from .records import clean_row
 
 LAYOUT_VERSION = 1  # of what build_layout returns, for the trace's store: bump when it changes
@@ -55,17 +55,6 @@ class Layout:
     lane_of: np.ndarray  # per events row, -1 for events not on the timeline
     row_of: np.ndarray
     extent: tuple[float, float]
-
-
-def _depths(parent: np.ndarray) -> np.ndarray:
-    depth = np.zeros(len(parent), dtype=np.int64)
-    up = parent.copy()
-    while True:
-        live = up >= 0
-        if not live.any():
-            return depth
-        depth[live] += 1
-        up[live] = parent[up[live]]
 
 
 def _label(table: dict[str, Any], key: str) -> dict[str, Any]:
@@ -108,13 +97,8 @@ def build_layout(tables: TraceTables) -> Layout:
     threads, family = all_threads[order], all_family[order]
     start = ts[order]
     end = start + dur[order]
-    parent = nest(threads * 2 + family, start, end)
-    depth = _depths(parent)
-    # The clipped end `nest` nests by: a parent's reach bounds its children's.
-    reach = end.copy()
-    for level in range(1, int(depth.max()) + 1 if len(depth) else 0):
-        at = np.flatnonzero(depth == level)
-        reach[at] = np.minimum(reach[at], reach[parent[at]])
+    nested = nesting(threads * 2 + family, start, end)
+    depth, reach = nested.depth, nested.end  # reach: the clipped end events nest by
     _, thread_index = np.unique(threads, return_inverse=True)
     frame_rows = np.zeros(int(thread_index.max()) + 1 if len(threads) else 0, dtype=np.int64)
     frames = family == 0

@@ -1,4 +1,4 @@
-"""optree.nest against the stack walk it replaced, kept here as the oracle: on the intervals the
+"""optree.nesting against the stack walk it replaced, kept here as the oracle: on the intervals the
 analyses pass it for every demo trace (tests/fixtures_agreement/test_nest_fixtures.py does the
 shared traces), and on random and built intervals with the cases its docstring names."""
 
@@ -12,16 +12,16 @@ import pytest
 from profboard.server.analysis import callstacks, modules, optree, timeline
 from profboard.server.analysis.flows import build_flows
 from profboard.server.analysis.operators import op_instances
-from profboard.server.analysis.optree import nest
+from profboard.server.analysis.optree import Nesting, nest, nesting
 from profboard.server.trace.load import load_trace
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_TRACES = sorted((REPO / "examples" / "logdir").glob("*/*.pt.trace.json*"))
 
 
-def nest_by_stack(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+def nesting_by_stack(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> Nesting:
     """The oracle: one pass with a stack of open intervals (optree.nest until it was vectorised)."""
-    parent = []
+    parent, depth, clipped = [], [], []
     open_nodes: list[int] = []
     open_ends: list[float] = []
     previous = None
@@ -38,17 +38,24 @@ def nest_by_stack(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.n
             e = min(e, open_ends[-1])
         else:
             parent.append(-1)
+        depth.append(len(open_nodes))
+        clipped.append(e)
         open_nodes.append(i)
         open_ends.append(e)
-    return np.array(parent, dtype=np.int64)
+    return Nesting(np.array(parent, dtype=np.int64), np.array(depth, dtype=np.int64), np.array(clipped))
 
 
 def assert_nests_like_stack(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    got, want = nest(group, start, end), nest_by_stack(group, start, end)
-    assert got.dtype == np.int64 and got.shape == want.shape
-    wrong = np.flatnonzero(got != want)
-    assert not len(wrong), f"{len(wrong)} of {len(want)} parents differ, first at {wrong[0]}: {got[wrong[0]]} != {want[wrong[0]]}"
-    return want
+    """nesting() equals the oracle's; returns the parents."""
+    got, want = nesting(group, start, end), nesting_by_stack(group, start, end)
+    for field in ("parent", "depth", "end"):
+        mine, theirs = getattr(got, field), getattr(want, field)
+        assert mine.dtype == theirs.dtype and mine.shape == theirs.shape, field
+        wrong = np.flatnonzero(mine != theirs)
+        assert not len(wrong), (f"{field}: {len(wrong)} of {len(theirs)} differ, first at {wrong[0]}: "
+                                f"{mine[wrong[0]]} != {theirs[wrong[0]]}")
+    assert nest(group, start, end).tolist() == want.parent.tolist()
+    return want.parent
 
 
 def parents_by_raw_ends(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -64,14 +71,15 @@ def parents_by_raw_ends(group: np.ndarray, start: np.ndarray, end: np.ndarray) -
 
 
 def recorded_nest_calls(tables, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[tuple[np.ndarray, ...]]]:
-    """The inputs nest() is given, per calling module, while the analyses that use it run on `tables`."""
+    """The inputs nest() and nesting() are given, per calling module, while the analyses that use
+    them run on `tables`."""
     calls: dict[str, list[tuple[np.ndarray, ...]]] = {}
-    for module in (optree, timeline, callstacks, modules):
-        def recording(group, start, end, name=module.__name__.rsplit(".", 1)[1]):
-            calls.setdefault(name, []).append((group.copy(), start.copy(), end.copy()))
-            return nest(group, start, end)
+    for module, name in ((optree, "nest"), (callstacks, "nest"), (modules, "nest"), (timeline, "nesting")):
+        def recording(group, start, end, called=module.__name__.rsplit(".", 1)[1], real=getattr(module, name)):
+            calls.setdefault(called, []).append((group.copy(), start.copy(), end.copy()))
+            return real(group, start, end)
 
-        monkeypatch.setattr(module, "nest", recording)
+        monkeypatch.setattr(module, name, recording)
     tree = optree.build_op_tree(tables.events)
     op_instances(tables.events, tree)
     layout = timeline.build_layout(tables)
