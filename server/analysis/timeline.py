@@ -29,7 +29,7 @@ from ..trace.schema import DEVICE_KINDS, Kind
 from ..trace.tables import TraceTables
 from . import flows, lod, ranges
 from .names import regex_mask
-from .optree import OpTree, nesting, thread_key
+from .optree import OpTree, nesting, nesting_order, thread_key
 from .records import clean_row
 
 LAYOUT_VERSION = 1  # of what build_layout returns, for the trace's store: bump when it changes
@@ -93,11 +93,12 @@ def build_layout(tables: TraceTables) -> Layout:
     # and runtime calls of their thread: record_function ranges overlap the frames that enter
     # and leave them, so nesting both together would stack boxes on one row.
     all_family = (kind != Kind.PYTHON_FUNCTION).astype(np.int64)
-    order = timed[np.lexsort((-(ts[timed] + dur[timed]), ts[timed], all_family[timed], all_threads[timed]))]
+    all_groups = all_threads * 2 + all_family
+    order = timed[nesting_order(all_groups[timed], ts[timed], ts[timed] + dur[timed])]
     threads, family = all_threads[order], all_family[order]
     start = ts[order]
     end = start + dur[order]
-    nested = nesting(threads * 2 + family, start, end)
+    nested = nesting(all_groups[order], start, end)
     depth, reach = nested.depth, nested.end  # reach: the clipped end events nest by
     _, thread_index = np.unique(threads, return_inverse=True)
     frame_rows = np.zeros(int(thread_index.max()) + 1 if len(threads) else 0, dtype=np.int64)

@@ -12,7 +12,7 @@ import pytest
 from profboard.server.analysis import callstacks, modules, optree, timeline
 from profboard.server.analysis.flows import build_flows
 from profboard.server.analysis.operators import op_instances
-from profboard.server.analysis.optree import Nesting, nest, nesting
+from profboard.server.analysis.optree import Nesting, nest, nesting, nesting_order
 from profboard.server.trace.load import load_trace
 
 REPO = Path(__file__).resolve().parents[2]
@@ -174,3 +174,16 @@ def test_ten_thousand_levels(overrun):
 def test_no_intervals():
     empty = np.zeros(0)
     assert nest(empty.astype(np.int64), empty, empty).tolist() == []
+
+
+@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("presorted", [True, False], ids=["sorted-by-start", "any-order"])
+def test_nesting_order_is_lexsort(seed, presorted):
+    rng = np.random.default_rng(seed)
+    n = 2000
+    group = rng.integers(0, 5, n)
+    start = rng.integers(0, 300, n).astype(np.float64)  # many equal starts
+    end = start + rng.integers(0, 3, n)  # and equal ends among them
+    if presorted:
+        group, start, end = (a[np.argsort(start, kind="stable")] for a in (group, start, end))
+    assert nesting_order(group, start, end).tolist() == np.lexsort((-end, start, group)).tolist()
