@@ -21,6 +21,7 @@ from .api import VIEWS, runs
 from .api.errors import BadParameter, NotFound, PublicError
 from .auth import TokenAuth
 from .hosts import HostCheck
+from .loaders import Loaders
 from .settings import Settings
 from .snapshot.cache import SnapshotCache
 from .store import TraceStore
@@ -35,9 +36,10 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
-def create_app(settings: Settings) -> FastAPI:
-    """A new app with its own store (logdir, cache, loader threads), started with the app."""
-    store = TraceStore(settings)
+def create_app(settings: Settings, loaders: Loaders | None = None) -> FastAPI:
+    """A new app with its own store (logdir, cache, loader processes: `loaders` when started already),
+    started with the app."""
+    store = TraceStore(settings, loaders)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

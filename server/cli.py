@@ -129,13 +129,22 @@ def serve(argv: list[str]) -> int:
     if not 0 < args.idle_timeout < float("inf") or (args.max_connections is not None and args.max_connections < 1):
         print("profboard: --idle-timeout and --max-connections must be positive", file=sys.stderr)
         return 2
+    settings = _settings(args, logdir)
+    # Stopping kills the loaders mid-load (TraceStore.close), so the semaphores of their helper pools are
+    # left to multiprocessing's resource tracker, which removes them and warns about each: expected, not
+    # news. The tracker, started with the loaders, takes its warning filters from these options.
+    sys.warnoptions.append("ignore::UserWarning:multiprocessing.resource_tracker")
+    from .loaders import Loaders
+
+    # The loaders import what loading needs while this process imports the app.
+    loaders = Loaders(settings.load_workers)
+    loaders.warm()
     import uvicorn
 
     from .app import create_app
     from .connections import server_options
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings = _settings(args, logdir)
     host = settings.host
     print(f"profboard {__version__}: serving {display_url(logdir)} at "
           f"http://{'localhost' if host == '0.0.0.0' else host}:{args.port}/", file=sys.stderr)
@@ -146,11 +155,7 @@ def serve(argv: list[str]) -> int:
         print(f"profboard: WARNING: listening on {host} without a token: anyone who can reach port {args.port} can "
               "read these traces. Set PROFBOARD_TOKEN (or --token) unless a firewall or proxy guards the port.",
               file=sys.stderr)
-    # Stopping kills the loaders mid-load (TraceStore.close), so the semaphores of their helper pools are
-    # left to multiprocessing's resource tracker, which removes them and warns about each: expected, not
-    # news. The tracker, started with the app's store, takes its warning filters from these options.
-    sys.warnoptions.append("ignore::UserWarning:multiprocessing.resource_tracker")
-    app = create_app(settings)
+    app = create_app(settings, loaders)
     # uvicorn stops on SIGTERM as on Ctrl-C, then raises the signal again for its default action, which
     # killed the process before Python's exit ran: the loader pool's semaphores were left to the
     # resource tracker, which warned about them. Raised here, it ends the process as Ctrl-C does.

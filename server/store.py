@@ -2,7 +2,8 @@
 
 Each trace lives in the store (server/trace/entry.py): a file whose store entry holds the current
 views item opens at once (a thread reads its meta.json; its tables are checked when first mapped)
-and its provider (server/provider.py) serves it. Otherwise it loads in a pool of worker processes:
+and its provider (server/provider.py) serves it. Otherwise it loads in a pool of worker processes
+(server/loaders.py: started before the server's imports, each importing what loading needs meanwhile):
 the server's own process never stalls on a big decode, several files load at once, and parsing
 garbage never lands in the server. A worker writes the entry, tells the server the trace is ready
 once the views it has are known, then computes and stores its derived items (server/derived.py),
@@ -27,12 +28,11 @@ import multiprocessing
 import os
 import queue
 import shutil
-import signal
 import tempfile
 import threading
 import time
 from collections import deque
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from functools import partial
@@ -43,6 +43,8 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from .derived import LOAD_ORDER, compute_stored, current_items, derive, load_items
+from .loaders import Loaders, end_loader, watch_parent
+from .loaders import report as report_to_server
 from .logdir import Run, TraceFile, discover, display_url, is_remote, readable
 from .provider import Budget, TraceProvider
 from .settings import Settings
@@ -80,14 +82,14 @@ class RunState:
 class TraceStore:
     """Thread-safe registry of runs and their per-file load state."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, loaders: Loaders | None = None) -> None:
+        """`loaders`: the loader processes, when started before the server's imports (server/cli.py)."""
         self.settings = settings
         self._lock = threading.Lock()
         self._runs: dict[str, RunState] = {}
         self._by_path: dict[str, FileState] = {}
-        self._context = multiprocessing.get_context("spawn")
-        self._progress: Any = self._context.Queue()
-        self._pool = self._new_pool()
+        self._loaders = loaders or Loaders(settings.load_workers)
+        self._pool = self._loaders.pool
         self._tasks: dict[int, FileState] = {}
         self._task_ids = itertools.count()
         self._stop = threading.Event()
@@ -109,10 +111,6 @@ class TraceStore:
         self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="profboard-open")
         self.discovery_error: str | None = None
         self.discovery_notes: list[str] = []  # what the last scan noticed (server/logdir.py)
-
-    def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=max(1, self.settings.load_workers), mp_context=self._context,
-                                   initializer=_init_worker, initargs=(self._progress, os.getpid()))
 
     # lifecycle
     def start(self) -> None:
@@ -144,7 +142,7 @@ class TraceStore:
         pool.shutdown(wait=False, cancel_futures=True)
         loaders = list(processes.values()) + [p for p in leaving if p.is_alive()]
         for loader in loaders:
-            _end_loader(loader.pid)
+            end_loader(loader.pid)
         deadline = time.monotonic() + _LOADER_EXIT_S
         for loader in loaders:
             loader.join(max(0.0, deadline - time.monotonic()))
@@ -160,7 +158,7 @@ class TraceStore:
     def _drain_progress(self) -> None:
         while not self._stop.is_set():
             try:
-                task, value = self._progress.get(timeout=0.5)
+                task, value = self._loaders.progress.get(timeout=0.5)
             except queue.Empty:
                 continue
             except (EOFError, OSError):
@@ -323,7 +321,7 @@ class TraceStore:
             if self._started != started or self._loading or self._stop.is_set():
                 return
             with self._lock:
-                idle, self._pool = self._pool, self._new_pool()  # a pool starts no process until it has work
+                idle, self._pool = self._pool, self._loaders.new_pool()  # a pool starts no process until it has work
         leaving = list((getattr(idle, "_processes", None) or {}).values())
         idle.shutdown(wait=False)
         with self._lock:
@@ -349,7 +347,7 @@ class TraceStore:
     def _replace_broken_pool(self) -> None:
         with self._lock:
             if getattr(self._pool, "_broken", False) and not self._stop.is_set():
-                self._pool = self._new_pool()
+                self._pool = self._loaders.new_pool()
 
     def _finish(self, task: int, future: Future) -> None:
         fs = self._tasks.pop(task, None)
@@ -450,7 +448,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-_worker_progress: Any = None  # this worker process's end of the progress queue
 _worker_helpers: Helpers | None = None
 # Seconds loaders idle before they leave (TraceStore._retire_loaders).
 LOADERS_IDLE_S = 10.0
@@ -460,42 +457,12 @@ _LOADER_EXIT_S = 1.0
 HELPERS_MIN_FILE_BYTES = 16 << 20
 
 
-def _init_worker(progress: Any, server: int) -> None:
-    global _worker_progress
-    _worker_progress = progress
-    if hasattr(os, "setpgid"):
-        # A group of its own, which the helpers it starts join: Ctrl-C in a terminal signals the whole
-        # foreground group, and loaders would each stop mid-load with a traceback while the server shuts
-        # down; and the server ends a loader with its helpers in one signal (_end_loader).
-        os.setpgid(0, 0)
-    _watch_parent(server)
-
-
-def _end_loader(pid: int) -> None:
-    """Kill a loader and the helpers it started (its process group); one still starting, which has no
-    group of its own nor helpers yet, alone."""
-    try:
-        if hasattr(os, "killpg") and os.getpgid(pid) == pid:
-            os.killpg(pid, signal.SIGKILL)
-        else:
-            os.kill(pid, signal.SIGKILL if hasattr(signal, "SIGKILL") else signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):  # gone already
-        pass
-
-
-def _watch_parent(parent: int) -> None:
-    """`parent` is the pid of the process that started this one, passed in: read here, after the
-    imports, it was init's when the parent had died meanwhile, and the process waited forever."""
-    threading.Thread(target=_exit_with_parent, args=(parent,), name="profboard-orphan-watch",
-                     daemon=True).start()
-
-
 def _helpers_for(size: int) -> Helpers | None:
     """This worker's helpers, started on its first big file; none on a single core."""
     global _worker_helpers
     count = helper_count()
     if (_worker_helpers is None or _worker_helpers.broken) and size >= HELPERS_MIN_FILE_BYTES and count > 0:
-        _worker_helpers = Helpers.start(count, initializer=partial(_watch_parent, os.getpid()))
+        _worker_helpers = Helpers.start(count, initializer=partial(_init_helper, os.getpid()))
         # A loader that leaves (its pool shut down when idle) waits for its children before the exit step
         # that would stop the helpers' pool: it waited for them forever, and the server's exit for it.
         # Exit finalizers run before that wait, highest priority first: this one before the queues' (10),
@@ -504,13 +471,9 @@ def _helpers_for(size: int) -> Helpers | None:
     return _worker_helpers
 
 
-def _exit_with_parent(parent: int) -> None:
-    """A worker outlives its server when the server dies without shutting the pool down (killed,
-    or uvicorn re-raising SIGTERM after its graceful shutdown): workers hold both ends of their
-    task queue, so they would wait forever, holding their memory. Leave when the parent is gone."""
-    while os.getppid() == parent:
-        time.sleep(1.0)
-    os._exit(0)
+def _init_helper(loader: int) -> None:
+    """A helper, by importing this module to run this, also imports what computing derived items needs."""
+    watch_parent(loader)
 
 
 def _load_in_worker(task: int, path: str, size: int, mtime: float, worker: str, stores: list[str], max_bytes: int,
@@ -538,7 +501,7 @@ def _give_back_memory() -> None:
 def _load(task: int, path: str, size: int, mtime: float, worker: str, stores: list[str], max_bytes: int,
           entry: Entry | None) -> Entry:
     def report(value: Any) -> None:
-        _worker_progress.put((task, value))
+        report_to_server(task, value)
 
     tables = None
     if entry is not None:

@@ -720,8 +720,8 @@ def test_a_loader_whose_server_died_while_it_started_leaves():
     init as its parent, watched init instead, and stayed forever (with its resource tracker)."""
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     loader = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
-                               "from profboard.server.store import _watch_parent\n"
-                               "_watch_parent(int(sys.argv[1])); time.sleep(60)", gone.stdout.strip()])
+                               "from profboard.server.loaders import watch_parent\n"
+                               "watch_parent(int(sys.argv[1])); time.sleep(60)", gone.stdout.strip()])
     try:
         assert loader.wait(timeout=20) == 0
     finally:

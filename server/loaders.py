@@ -1,0 +1,98 @@
+"""The loader processes: the pool of spawned workers that parse traces for the server (server/store.py),
+and how each one starts, watches its server and ends.
+
+This module is light on purpose: the server starts its loaders before it imports the app (server/cli.py),
+so that each imports what loading needs (pandas, pyarrow, the analyses, the view registry: about a second)
+while the server imports its own, on another core; the first trace then parses a second or two sooner.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+# What a loader imports before its first load (the store's worker side, and the view registry that
+# tells which views a trace has).
+_LOADER_MODULES = ("profboard.server.store", "profboard.server.api")
+
+_progress: Any = None  # this loader's end of the progress queue
+
+
+class Loaders:
+    """`count` loader processes in a pool, and the queue through which they report progress."""
+
+    def __init__(self, count: int) -> None:
+        self.count = max(1, count)
+        self.context = multiprocessing.get_context("spawn")
+        self.progress: Any = self.context.Queue()
+        self.pool = self.new_pool()
+
+    def new_pool(self) -> ProcessPoolExecutor:
+        """A pool of loaders, which starts no process until it is given work."""
+        return ProcessPoolExecutor(max_workers=self.count, mp_context=self.context,
+                                   initializer=_init_loader, initargs=(self.progress, os.getpid()))
+
+    def warm(self) -> None:
+        """Start the loaders now: before its first task, a loader imports what loading needs, so that a
+        load given to it starts at once. All of them: a pool given work while its loaders are busy
+        starts another. Call it from the main thread: the loaders start with Ctrl-C ignored, which
+        survives the exec of a spawned process (Ctrl-C right after the server's start met a loader still
+        starting, in the terminal's process group, and it printed a traceback)."""
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            for _ in range(self.count):
+                self.pool.submit(int)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+def report(task: int, value: Any) -> None:
+    """In a loader: tell the server about `task` (a fraction parsed, or an event of derived.derive)."""
+    _progress.put((task, value))
+
+
+def _init_loader(progress: Any, server: int) -> None:
+    global _progress
+    _progress = progress
+    if hasattr(os, "setpgid"):
+        # A group of its own, which the helpers it starts join: Ctrl-C in a terminal signals the whole
+        # foreground group, and loaders would each stop mid-load with a traceback while the server shuts
+        # down; and the server ends a loader with its helpers in one signal (end_loader).
+        os.setpgid(0, 0)
+    watch_parent(server)
+    for name in _LOADER_MODULES:
+        importlib.import_module(name)
+
+
+def end_loader(pid: int) -> None:
+    """Kill a loader and the helpers it started (its process group); one still starting, which has no
+    group of its own nor helpers yet, alone."""
+    try:
+        if hasattr(os, "killpg") and os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL if hasattr(signal, "SIGKILL") else signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):  # gone already
+        pass
+
+
+def watch_parent(parent: int) -> None:
+    """`parent` is the pid of the process that started this one, passed in: read here, after the
+    imports, it was init's when the parent had died meanwhile, and the process waited forever."""
+    threading.Thread(target=_exit_with_parent, args=(parent,), name="profboard-orphan-watch",
+                     daemon=True).start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """A worker outlives its server when the server dies without shutting the pool down (killed,
+    or uvicorn re-raising SIGTERM after its graceful shutdown): workers hold both ends of their
+    task queue, so they would wait forever, holding their memory. Leave when the parent is gone."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(0)
