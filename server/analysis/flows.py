@@ -58,21 +58,45 @@ def _nanoseconds(ts: np.ndarray) -> np.ndarray:
     return np.round(ts * 1000.0).astype(np.int64)
 
 
+def _texts(column: pd.Series, missing: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """A categorical column's texts (`str` of each category, then `missing` for the rows without a
+    value) and each row's position among them."""
+    texts = np.append(column.cat.categories.astype(str).to_numpy(dtype=object), np.array([missing], dtype=object))
+    return texts, column.cat.codes.to_numpy()  # code -1: the last, `missing`
+
+
+def _numbered(*columns: tuple[pd.Series, str | None]) -> list[np.ndarray]:
+    """Per row of each (categorical column, text of a missing value), a number that is the same
+    where the rows' texts are; None is no text: -1, which pandas' merge matches with -1 only."""
+    parts = [_texts(column, missing) for column, missing in columns]
+    numbers = pd.factorize(np.concatenate([texts for texts, _ in parts]))[0]
+    bounds = np.cumsum([0] + [len(texts) for texts, _ in parts])
+    return [numbers[lo:hi][codes] for (_, codes), lo, hi in zip(parts, bounds[:-1], bounds[1:])]
+
+
 def _backward_pairs(events: pd.DataFrame, flows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     points = flows[(flows["cat"] == "fwdbwd").to_numpy()] if len(flows) else flows
     empty = np.empty(0, dtype=np.int64)
     if not len(points):
         return empty, empty
+    # Operators and points meet on their threads' texts and ids on theirs, numbered (merging
+    # numbers is several times faster than merging texts). An operator without a pid or tid has
+    # numpy's text of NaN, 'nan'; a point without one has none, and meets no operator.
+    pid, point_pid = _numbered((events["pid"], "nan"), (points["pid"], None))
+    tid, point_tid = _numbered((events["tid"], "nan"), (points["tid"], None))
+    width = max(tid.max(initial=0), point_tid.max(initial=0)) + 1
+    point_thread = np.where((point_pid < 0) | (point_tid < 0), -1, point_pid * width + point_tid)
+    ids, = _numbered((points["id"].cat.remove_unused_categories(), None))  # of all flows: ac2g too
+    ph, ph_codes = _texts(points["ph"], None)
     ops = np.flatnonzero(events["kind"].to_numpy() == Kind.CPU_OP)
-    op_keys = pd.DataFrame({"row": ops, "pid": events["pid"].to_numpy()[ops].astype(str),
-                            "tid": events["tid"].to_numpy()[ops].astype(str),
+    op_keys = pd.DataFrame({"row": ops, "thread": pid[ops] * width + tid[ops],
                             "ns": _nanoseconds(events["ts"].to_numpy()[ops])})
     # Where several operators start at one instant on a thread, the outermost (first) owns the point.
-    op_keys = op_keys.drop_duplicates(["pid", "tid", "ns"], keep="first")
-    at = pd.DataFrame({"id": points["id"].astype(str).to_numpy(), "ph": points["ph"].astype(str).to_numpy(),
-                       "pid": points["pid"].astype(str).to_numpy(), "tid": points["tid"].astype(str).to_numpy(),
-                       "ns": _nanoseconds(points["ts"].to_numpy())}).merge(op_keys, on=["pid", "tid", "ns"])
-    pairs = at[at["ph"] == "s"].merge(at[at["ph"] == "f"], on="id", suffixes=("_s", "_f"))
+    op_keys = op_keys.drop_duplicates(["thread", "ns"], keep="first")
+    at = pd.DataFrame({"id": ids, "start": (ph == "s")[ph_codes], "finish": (ph == "f")[ph_codes],
+                       "thread": point_thread, "ns": _nanoseconds(points["ts"].to_numpy())}
+                      ).merge(op_keys, on=["thread", "ns"])
+    pairs = at[at["start"]].merge(at[at["finish"]], on="id", suffixes=("_s", "_f"))
     return pairs["row_s"].to_numpy(np.int64), pairs["row_f"].to_numpy(np.int64)
 
 
