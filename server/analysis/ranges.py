@@ -73,9 +73,17 @@ def assign_by_priority(layers: list[RangeSet], windows: RangeSet | tuple[np.ndar
     points = np.unique(np.concatenate([w_start, w_end] + [a for layer in layers for a in layer]))
     seg_len = np.diff(points)
     mids = points[:-1] + seg_len / 2
+    # A segment goes to the first layer covering its midpoint. Every layer's bounds are points, so a
+    # layer covers the midpoint when it covers the last point at or before it (between adjacent
+    # floats the midpoint rounds to either end of the segment): when more of its ranges start than
+    # end up to that point. Counting so costs a pass over the points, not a search per layer.
+    at = np.searchsorted(points, mids, side="right")  # 1 + that point's position
     owner = np.full(len(mids), n_layers, dtype=np.int64)
     for k in range(n_layers - 1, -1, -1):
-        owner[covers(layers[k], mids)] = k
+        starts, ends = layers[k]
+        opened = np.bincount(np.searchsorted(points, starts) + 1, minlength=len(points) + 1)
+        closed = np.bincount(np.searchsorted(points, ends) + 1, minlength=len(points) + 1)
+        owner[(np.cumsum(opened) - np.cumsum(closed))[at] > 0] = k
     # Per layer, cumulative time over segments: a window's share is a difference of two cumsums.
     lo = np.searchsorted(points, w_start)
     hi = np.searchsorted(points, w_end)
