@@ -118,11 +118,13 @@ def build_layout(tables: TraceTables) -> Layout:
     lane_sorted = np.empty(len(order), dtype=np.int64)
     for lane_id, (_, positions) in enumerate(lanes):
         lane_sorted[positions] = lane_id
-    final = np.lexsort((start, depth, lane_sorted))
+    # By lane, row and start: a row holds one thread's events of one family, already by start,
+    # so a stable sort by (lane, row) is enough (a radix sort, on keys this small).
+    keys = lane_sorted * (int(depth.max()) + 2 if len(depth) else 1) + depth
+    final = np.argsort(keys.astype(np.min_scalar_type(keys.max(initial=0))), kind="stable")
     order, start, end, reach = order[final], start[final], end[final], reach[final]
     recorded = dur[order]
-    lane_sorted, depth = lane_sorted[final], depth[final]
-    keys = lane_sorted * (int(depth.max()) + 2 if len(depth) else 1) + depth
+    lane_sorted, depth, keys = lane_sorted[final], depth[final], keys[final]
     cuts = np.flatnonzero(np.diff(keys)) + 1
     firsts = np.concatenate([[0], cuts]) if len(keys) else np.empty(0, dtype=np.int64)
     lasts = np.concatenate([cuts, [len(keys)]]) if len(keys) else np.empty(0, dtype=np.int64)
@@ -131,11 +133,11 @@ def build_layout(tables: TraceTables) -> Layout:
     lane_of = np.full(len(events), -1, dtype=np.int64)
     row_of = np.full(len(events), -1, dtype=np.int64)
     lane_of[order], row_of[order] = lane_sorted, depth
+    deepest = {lane: row for lane, row in segments}  # segments come by lane, then row
     out_lanes = []
     for lane_id, (label, positions) in enumerate(lanes):
         label = {k: v for k, v in label.items() if k != "_order"}
-        rows_here = int(depth[lane_sorted == lane_id].max()) + 1
-        out_lanes.append({"id": lane_id, **label, "rows": rows_here, "events": int(len(positions))})
+        out_lanes.append({"id": lane_id, **label, "rows": deepest[lane_id] + 1, "events": int(len(positions))})
     extent = (float(start.min()), float(end.max())) if len(start) else (0.0, 0.0)
     overhang = np.flatnonzero(reach < end)
     return Layout(out_lanes, order, start, end, recorded, reach, overhang, segments, lane_of, row_of, extent)
