@@ -110,17 +110,18 @@ def nesting(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> Nesting:
     heads, bounds, owners = first.astype(index), last.astype(index), np.full(len(first), -1, dtype=index)
     level = 0
     while len(heads):  # one level of depth: the chains from `heads`, each below its bound
-        nodes, bound, owner = heads, bounds, owners
-        for k in itertools.count():  # nodes: the first 2**k of each chain
+        found = [(heads, bounds, owners)]  # nodes with their chain's bound and owner
+        live = found[0]  # of the first 2**k nodes of each chain, those 2**k steps or more from its end
+        for k in itertools.count():
             if k == len(jumps):
                 jumps.append(jumps[-1][jumps[-1]])
-            later = jumps[k][nodes]
-            more = later < bound
+            later = jumps[k][live[0]]
+            more = later < live[1]
             if not more.any():
                 break
-            nodes = np.concatenate([nodes, later[more]])
-            bound = np.concatenate([bound, bound[more]])
-            owner = np.concatenate([owner, owner[more]])
+            found.append((later[more], live[1][more], live[2][more]))
+            live = tuple(np.concatenate([kept[more], new]) for kept, new in zip(live, found[-1]))
+        nodes, bound, owner = (np.concatenate(parts) for parts in zip(*found))
         if level:
             parent[nodes] = owner
             depth[nodes] = level
