@@ -136,7 +136,7 @@ def serve(argv: list[str]) -> int:
     sys.warnoptions.append("ignore::UserWarning:multiprocessing.resource_tracker")
     from .loaders import Loaders
 
-    # The loaders import what loading needs while this process imports the app.
+    # A loader imports what loading needs while this process imports the app.
     loaders = Loaders(settings.load_workers)
     loaders.warm()
     import uvicorn

@@ -14,8 +14,8 @@ import os
 import signal
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
-from typing import Any
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any, Callable
 
 # What a loader imports before its first load (the store's worker side, and the view registry that
 # tells which views a trace has).
@@ -39,17 +39,24 @@ class Loaders:
                                    initializer=_init_loader, initargs=(self.progress, os.getpid()))
 
     def warm(self) -> None:
-        """Start the loaders now: before its first task, a loader imports what loading needs, so that a
-        load given to it starts at once. All of them: a pool given work while its loaders are busy
-        starts another. Call it from the main thread: the loaders start with Ctrl-C ignored, which
-        survives the exec of a spawned process (Ctrl-C right after the server's start met a loader still
-        starting, in the terminal's process group, and it printed a traceback)."""
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            for _ in range(self.count):
-                self.pool.submit(int)
-        finally:
-            signal.signal(signal.SIGINT, previous)
+        """Start one loader now (the others start when there is work for them): before its first task, a
+        loader imports what loading needs, so that a load given to it starts at once."""
+        submit(self.pool, int)
+
+
+def submit(pool: ProcessPoolExecutor, fn: Callable[..., Any], *args: Any) -> Future:
+    """`pool.submit`, with Ctrl-C blocked in this thread meanwhile: the pool starts a loader from the
+    thread that gives it work, and the loader inherits the blocked signal through the exec of a spawned
+    process, until it leaves the terminal's process group (_init_loader). A Ctrl-C right after the
+    server's start met a loader still starting, and it printed a traceback."""
+    blocked = hasattr(signal, "pthread_sigmask")
+    if blocked:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        return pool.submit(fn, *args)
+    finally:
+        if blocked:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def report(task: int, value: Any) -> None:
@@ -65,6 +72,10 @@ def _init_loader(progress: Any, server: int) -> None:
         # foreground group, and loaders would each stop mid-load with a traceback while the server shuts
         # down; and the server ends a loader with its helpers in one signal (end_loader).
         os.setpgid(0, 0)
+    if hasattr(signal, "pthread_sigmask"):
+        # The server ends loaders (end_loader); a Ctrl-C sent while this one started is dropped.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     watch_parent(server)
     for name in _LOADER_MODULES:
         importlib.import_module(name)

@@ -43,7 +43,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from .derived import LOAD_ORDER, compute_stored, current_items, derive, load_items
-from .loaders import Loaders, end_loader, watch_parent
+from .loaders import Loaders, end_loader, submit, watch_parent
 from .loaders import report as report_to_server
 from .logdir import Run, TraceFile, discover, display_url, is_remote, readable
 from .provider import Budget, TraceProvider
@@ -334,10 +334,10 @@ class TraceStore:
         fs.attempts += 1
         args = (_load_in_worker, task, f.path, f.size, f.mtime, f.worker, self._stores, s.max_trace_bytes, entry)
         try:
-            future = self._pool.submit(*args)
+            future = submit(self._pool, *args)
         except BrokenProcessPool:
             self._replace_broken_pool()
-            future = self._pool.submit(*args)
+            future = submit(self._pool, *args)
         except RuntimeError:  # the pool was shut down: the server is stopping
             self._tasks.pop(task, None)
             return
