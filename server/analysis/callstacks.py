@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.schema import Kind
-from .optree import nest, thread_key
+from .optree import nesting, nesting_order, thread_key
 
 _FRAME = re.compile(r"^(.+)\((\d+)\): (.+)$")
 
@@ -89,22 +89,36 @@ def _from_python_frames(events: pd.DataFrame, rows: np.ndarray, intern: _Interne
     if not len(frames) or not len(rows):
         return out
     threads = thread_key(events)
-    frames = frames[np.lexsort((-end[frames], ts[frames], threads[frames]))]
-    parent = nest(threads[frames], ts[frames], end[frames])
+    frames = frames[nesting_order(threads[frames], ts[frames], end[frames])]
+    nested = nesting(threads[frames], ts[frames], end[frames])
+    parent = nested.parent
 
     names = events["name"].cat.categories
-    source = np.array([_is_source_frame(str(n)) for n in names], dtype=bool)
+    source = np.array([_is_source_frame(str(n)) for n in names] + [False], dtype=bool)  # code -1: none
     codes = events["name"].cat.codes.to_numpy()[frames]
-    # Each frame's stack: its parent's, plus itself when it is a source frame (preorder).
-    stack_of_frame = np.full(len(frames), -1, dtype=np.int64)
+    # Each frame's stack: its parent's, plus itself when it is a source frame. Stacks get numbers
+    # level by level (one per parent's stack and name), then their ids from the interner in the
+    # order of their first frames, the ids a walk over the frames in order would give them.
+    stack_key = np.full(len(frames), -1, dtype=np.int64)
+    by_depth = np.argsort(nested.depth, kind="stable")
+    level_ends = np.cumsum(np.bincount(nested.depth, minlength=1))
+    key_parent, key_code = [], []
+    for at in np.split(by_depth, level_ends[:-1]):
+        below = np.where(parent[at] >= 0, stack_key[np.maximum(parent[at], 0)], -1)
+        own = source[codes[at]]
+        pairs, numbered = np.unique((below[own] + 1) * (len(names) + 1) + codes[at][own], return_inverse=True)
+        stack_key[at] = below
+        stack_key[at[own]] = len(key_code) + numbered
+        key_parent += (pairs // (len(names) + 1) - 1).tolist()
+        key_code += (pairs % (len(names) + 1)).tolist()
+    stack_id = np.full(len(key_code), -1, dtype=np.int64)
+    used = stack_key >= 0
+    keys, first = np.unique(stack_key[used], return_index=True)
     frame_names = [str(n) for n in names]
-    for i, (code, up) in enumerate(zip(codes.tolist(), parent.tolist())):
-        below = stack_of_frame[up] if up >= 0 else -1
-        if code >= 0 and source[code]:
-            outer = intern.frames[below] if below >= 0 else ()
-            stack_of_frame[i] = intern((frame_names[code], *outer))
-        else:
-            stack_of_frame[i] = below
+    for key in keys[np.argsort(first)].tolist():
+        up = key_parent[key]
+        stack_id[key] = intern((frame_names[key_code[key]], *(intern.frames[stack_id[up]] if up >= 0 else ())))
+    stack_of_frame = np.where(used, stack_id[np.maximum(stack_key, 0)], -1)
 
     # Innermost frame open on the operator's thread when it started.
     frame_threads = threads[frames]

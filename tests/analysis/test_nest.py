@@ -74,7 +74,7 @@ def recorded_nest_calls(tables, monkeypatch: pytest.MonkeyPatch) -> dict[str, li
     """The inputs nest() and nesting() are given, per calling module, while the analyses that use
     them run on `tables`."""
     calls: dict[str, list[tuple[np.ndarray, ...]]] = {}
-    for module, name in ((optree, "nest"), (callstacks, "nest"), (modules, "nest"), (timeline, "nesting")):
+    for module, name in ((optree, "nest"), (callstacks, "nesting"), (modules, "nest"), (timeline, "nesting")):
         def recording(group, start, end, called=module.__name__.rsplit(".", 1)[1], real=getattr(module, name)):
             calls.setdefault(called, []).append((group.copy(), start.copy(), end.copy()))
             return real(group, start, end)
