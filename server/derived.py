@@ -34,6 +34,7 @@ from .analysis import callstacks, distributed, flows, lod, optree, overview, ste
 from .analysis.operators import OP_INSTANCES_VERSION, op_instances
 from .trace import codec
 from .trace.entry import Entry, FileId
+from .trace.parallel import small_pages
 from .trace.tables import TraceTables
 
 log = logging.getLogger("profboard")
@@ -236,7 +237,8 @@ def compute_stored(entry: Entry, worker: str, name: str) -> tuple[str | None, Fi
     is made from, and store it; the file it was stored in and its identity as checked here."""
     derivation = Derivation(entry, entry.tables, worker)
     try:
-        derivation.get(name)
+        with small_pages():  # as in the loader (server/store.py)
+            derivation.get(name)
         file = derivation.written.get(name)
         return file, entry.checked.get(file) if file else None
     finally:
