@@ -24,6 +24,11 @@ load queue unless a request moves it forward); the tree's resident memory once i
 loaded, or --idle-wait seconds after the listing, loads still under way; then the seconds loaders wait
 before they leave), and the server process's own.
 
+Before each cold server the trace is read once, so that it is in the OS page cache as "cold" means
+here (this VM pages out cold page cache within minutes, which made runs measure its disk instead), and
+profboard's modules are compiled to bytecode once at the start (as a pip install does; an editable
+checkout under PYTHONDONTWRITEBYTECODE compiled them in every process, server and loaders alike).
+
 Medians over --repeat; a table with the targets goes to stderr, the JSON of every run to stdout.
 Sizes in the table are in GB of 10^9 bytes, as the issue's targets.
 """
@@ -86,9 +91,21 @@ def _view_requests(views: list[str]) -> list[str]:
     return [path for view in views if view != "overview" for path in FIRST_REQUESTS.get(view, [f"/api/{view}"])]
 
 
+def _into_page_cache(path: Path) -> None:
+    with open(path, "rb") as fh:
+        while fh.read(64 << 20):
+            pass
+
+
+def _compile_bytecode() -> None:
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "server")], check=True,
+                   stdout=subprocess.DEVNULL)
+
+
 def _open_trace(trace: Path, only: set[str], cache: Path) -> dict:
     """One cold server on `trace` with `cache` (empty): the cold measurements, then a second server on it."""
     out: dict = {}
+    _into_page_cache(trace)
     with logdir_of(trace) as logdir:
         with serve_logdir(logdir, answers("/api/overview?run=run"), cache) as served:
             out["cold_s"] = served.ready_s
@@ -137,6 +154,7 @@ def _summary_seconds(logdir: Path, cache: Path) -> float:
 
 
 def _summary(trace: Path) -> dict:
+    _into_page_cache(trace)
     with logdir_of(trace) as logdir, tempfile.TemporaryDirectory() as cache:
         cold = _summary_seconds(logdir, Path(cache))
         return {"summary_cold_s": cold, "summary_warm_s": _summary_seconds(logdir, Path(cache))}
@@ -255,6 +273,7 @@ def main() -> None:
     only = set(args.only.split(","))
     if only - set(MEASURES):
         parser.error(f"unknown measurement(s): {', '.join(sorted(only - set(MEASURES)))}")
+    _compile_bytecode()
     result: dict = {"code": code_version(), "repeat": args.repeat, "only": sorted(only), "load": os.getloadavg()}
     lines = [f"code {result['code']}; load average at start {result['load'][0]:.2f}"]
     for trace in args.traces if only & {"cold", "views", "window", "reopen", "shutdown"} else []:
