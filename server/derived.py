@@ -198,7 +198,12 @@ def derive(entry: Entry, tables: TraceTables, worker: str, on_event: Callable[[t
             plan.done(name, lambda: on_event(("stored", name, file, checked, plan.busy())))
 
     def here(name: str) -> tuple[str | None, FileId | None]:
-        derivation.get(name)
+        try:
+            derivation.get(name)
+        finally:
+            # The pages of the tables the item read leave this process (they stay in the page cache):
+            # with a helper mapping them too, each process held them.
+            entry.release_pages()
         file = derivation.written.get(name)
         return file, entry.checked.get(file) if file else None
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import importlib
 import itertools
 import logging
 import multiprocessing
@@ -462,18 +463,13 @@ def _helpers_for(size: int) -> Helpers | None:
     global _worker_helpers
     count = helper_count()
     if (_worker_helpers is None or _worker_helpers.broken) and size >= HELPERS_MIN_FILE_BYTES and count > 0:
-        _worker_helpers = Helpers.start(count, initializer=partial(_init_helper, os.getpid()))
+        _worker_helpers = Helpers.start(count, initializer=partial(watch_parent, os.getpid()))
         # A loader that leaves (its pool shut down when idle) waits for its children before the exit step
         # that would stop the helpers' pool: it waited for them forever, and the server's exit for it.
         # Exit finalizers run before that wait, highest priority first: this one before the queues' (10),
         # which stop the threads that would send the helpers their signal to leave.
         Finalize(None, _worker_helpers.pool.shutdown, exitpriority=100)
     return _worker_helpers
-
-
-def _init_helper(loader: int) -> None:
-    """A helper, by importing this module to run this, also imports what computing derived items needs."""
-    watch_parent(loader)
 
 
 def _load_in_worker(task: int, path: str, size: int, mtime: float, worker: str, stores: list[str], max_bytes: int,
@@ -517,6 +513,10 @@ def _load(task: int, path: str, size: int, mtime: float, worker: str, stores: li
                                helpers=_helpers_for(size))
         if entry is None:
             raise OSError(f"no store folder could be written ({', '.join(stores)})")
+        if _worker_helpers is not None and not _worker_helpers.broken:
+            # Helpers import only what parsing needs, to take their first piece sooner; what computing
+            # derived items needs, now, while this process opens the entry.
+            _worker_helpers.pool.submit(importlib.import_module, derive.__module__)
         # The parsed tables go; the stored ones, mapped, serve the derived data: their pages are the
         # page cache's, not this process's (0.7 GB less at the peak for the Llama trace).
         _give_back_memory()
