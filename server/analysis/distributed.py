@@ -39,6 +39,8 @@ are then combined (`combine`). Steps are found per worker as in the Overview.
 6. Communication ops per rank and collective name: calls, total/avg size, total/avg latency,
    total/avg data transfer time (over the aligned calls).
 7. Step comparison: each rank's Overview step breakdown averaged over its steps.
+8. Over all ranks (a run of a thousand): each rank's measures, the worst ranks by one of them
+   and the ranks the run lacks: see the note of rankdist.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from .names import name_mask
 from .optree import thread_key
 from .overview import gpu_properties, device_of_kernels, step_breakdown
 from .records import clean_row
+from .rankdist import missing_ranks, missing_warning, rank_measures
 from .steps import Steps, detect_steps, step_of
 from .stragglers import align_calls, stragglers
 
@@ -500,16 +503,24 @@ def combine(summaries: list[WorkerSummary]) -> dict[str, Any]:
         return {"rank": s.identity["rank"], "worker": s.identity["worker"], **parts}
 
     ranks = [{"rank": s.identity["rank"], "worker": s.identity["worker"]} for s in by_rank]
+    overlap_rows = [per_rank(s, **s.overlap) for s in by_rank]
+    wait_rows = [per_rank(s, **wait_and_transfer(calls_of.get(s.identity["rank"], empty), s.overlap["steps"]))
+                 for s in by_rank]
+    late = stragglers(aligned, ranks, {s.identity["rank"]: s.mean_step_us for s in by_rank})
+    missing = missing_ranks(identities)
+    if missing:
+        warnings.append(missing_warning(missing, max(i["world_size"] for i in identities)))
     return {
         "ranks": [s.identity for s in by_rank],
+        "missing_ranks": missing,
         "topology": topology(identities, {s.identity["worker"]: s.topology for s in by_rank}),
         "groups": merge_groups([s.groups for s in by_rank]),
-        "overlap": [per_rank(s, **s.overlap) for s in by_rank],
-        "wait": [per_rank(s, **wait_and_transfer(calls_of.get(s.identity["rank"], empty), s.overlap["steps"]))
-                 for s in by_rank],
+        "overlap": overlap_rows,
+        "wait": wait_rows,
         "comm_ops": [per_rank(s, rows=comm_ops(calls_of.get(s.identity["rank"], empty))) for s in by_rank],
-        "stragglers": stragglers(aligned, ranks, {s.identity["rank"]: s.mean_step_us for s in by_rank}),
+        "stragglers": late,
         "comparison": [per_rank(s, **s.comparison) for s in by_rank],
+        "distribution": rank_measures(overlap_rows, wait_rows, late["ranks"]),
         "warnings": warnings + _worker_warnings(by_rank),
     }
 

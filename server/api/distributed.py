@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
 from ..analysis import distributed as distributed_analysis
+from ..analysis import rankdist
 from ..analysis import stragglers as stragglers_analysis
 from ..analysis.distributed import has_communication
+from ..analysis.rankdist import SORT_MEASURE, Sort, worst_ranks
 from .deps import SpanSelection, distributed_of, select_span
 from .views import View, about_of
 
@@ -193,9 +195,31 @@ class RankComparison(BaseModel):
     average: StepBreakdown
 
 
+class RankMeasures(BaseModel):
+    """One rank's measures, averaged over its steps (rankdist's definition 1)."""
+
+    rank: int
+    worker: str
+    step_us: float | None
+    computation_us: float | None = Field(description="Computation kernels per step, overlapped or not")
+    communication_us: float | None = Field(description="Communication per step, overlapped or not")
+    wait_us: float | None = Field(description="Communication time per step spent waiting for other ranks")
+    wait_ratio: float | None = Field(description="wait_us / communication_us")
+    delay_us: float | None = Field(description="Median arrival delay at the collectives")
+
+
+class WorstRanks(BaseModel):
+    sort: Sort
+    measure: str = Field(description="The distribution's key the ranks are ordered by, largest first")
+    top: int
+    ranks: list[int] = Field(description="At most `top` ranks, worst first")
+
+
 class Distributed(BaseModel):
     span: str
     ranks: list[RankIdentity]
+    missing_ranks: list[int] = Field(description="Ranks below the world size that no worker of the run holds "
+                                     "(also named in `warnings`)")
     topology: list[TopologyNode]
     groups: list[ProcessGroup]
     overlap: list[RankOverlap]
@@ -203,20 +227,32 @@ class Distributed(BaseModel):
     comm_ops: list[RankCommOps]
     stragglers: Stragglers
     comparison: list[RankComparison]
+    distribution: list[RankMeasures] = Field(description="Every rank's measures, in rank order, for a "
+                                             "histogram or heat strip over all ranks")
+    worst: WorstRanks = Field(description="The `top` worst ranks by `sort`: step time, waiting in "
+                              "communication or arrival delay")
     warnings: list[str]
 
 
 router = APIRouter(tags=["distributed"])
-VIEW = View("distributed", "Distributed", router, has_communication, about_of(distributed_analysis, stragglers_analysis),
+VIEW = View("distributed", "Distributed", router, has_communication, about_of(distributed_analysis, stragglers_analysis,
+                                                                                    rankdist),
             all_workers=True)
 
 
 @router.get("/api/distributed", response_model=Distributed)
-def get_distributed(picked: SpanSelection = Depends(select_span)) -> dict[str, Any]:
+def get_distributed(picked: SpanSelection = Depends(select_span),
+                    top: int = Query(16, ge=1, le=1_000_000, description="How many worst ranks `worst` lists"),
+                    sort: Sort = Query("step", description="What makes a rank worst: its step time (step), its "
+                                       "waiting in communication (wait) or its arrival delay (delay)")
+                    ) -> dict[str, Any]:
     """Every worker's span `span` side by side: identity (rank, world size, backend, and what
     was assumed), topology (nodes, processes, GPUs), computation/communication overlap per step,
     data transfer versus waiting per step, communication ops per rank, stragglers (who arrives
-    last at the collectives and by how much) and each rank's step breakdown."""
+    last at the collectives and by how much), each rank's step breakdown, every rank's measures
+    (`distribution`), the `top` worst ranks by `sort` and the ranks the run lacks."""
     view = distributed_of(picked)
     assert view is not None  # every summary is computed when missing
-    return view
+    worst = {"sort": sort, "measure": SORT_MEASURE[sort], "top": top,
+             "ranks": worst_ranks(view["distribution"], sort, top)}
+    return {**view, "worst": worst}
