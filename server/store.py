@@ -9,7 +9,10 @@ garbage never lands in the server. A worker writes the entry, tells the server t
 once the views it has are known, then computes and stores its derived items (server/derived.py),
 reporting progress and each item through a queue; the server gets the entry (a handle: where it
 is, metadata, warnings), never the tables. With --no-cache, or when the store folder cannot be
-written, entries go to a private temporary store deleted at exit. A worker that dies (out of memory, say)
+written, entries go to a private temporary store deleted at exit. A store on shared storage
+(--cache-dir s3://..., which `profboard index` fills: server/trace/shared.py) is read, not written:
+an entry found there is copied whole into its local mirror and served from the copy; a trace it
+lacks is parsed into the mirror. A worker that dies (out of memory, say)
 breaks the pool: a fresh one is made and each file it held is tried once more. A worker
 loading a big file spawns helper processes (one fewer than the cores, kept for later files)
 that decode pieces of it alongside.
@@ -50,9 +53,10 @@ from .logdir import Run, TraceFile, discover, display_url, is_remote, readable
 from .provider import Budget, TraceProvider
 from .settings import Settings
 from .trace.decode import TraceFormatError
-from .trace.entry import Entry, discard, entry_key, open_entry, sweep
+from .trace.entry import Entry, discard, entry_key, sweep
 from .trace.load import store_trace
 from .trace.parallel import Helpers, helper_count, small_pages
+from .trace.shared import local_stores, open_entry_from
 
 log = logging.getLogger("profboard")
 
@@ -104,9 +108,9 @@ class TraceStore:
         self._leaving: list[multiprocessing.Process] = []  # loaders let go when idle, maybe not gone yet
         self._queue_lock = threading.Lock()
         self.budget = Budget(settings.memory_budget)
-        # Entries go to the store folder; to a private one (made at start, deleted at exit) with
-        # --no-cache, or when the store folder cannot be written.
-        self._stores = [settings.cache_dir] if settings.cache_dir else []
+        # Entries go to the store folder (a shared store's local mirror); to a private one (made at start,
+        # deleted at exit) with --no-cache, or when the store folder cannot be written.
+        self._stores, self._shared = local_stores([settings.cache_dir] if settings.cache_dir else [])
         self._scratch: str | None = None
         # Opening an entry reads a small file, but a logdir may hold thousands: not in the scan.
         self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="profboard-open")
@@ -120,7 +124,7 @@ class TraceStore:
         threading.Thread(target=self._drain_progress, name="profboard-progress", daemon=True).start()
         threading.Thread(target=self._release_idle, name="profboard-idle", daemon=True).start()
         if self.settings.cache_dir:
-            threading.Thread(target=_sweep, args=(self.settings.cache_dir,), name="profboard-sweep", daemon=True).start()
+            threading.Thread(target=_sweep, args=(self._stores[0],), name="profboard-sweep", daemon=True).start()
         # A remote store may take minutes to answer or time out (retries, an unreachable
         # endpoint): the server starts at once and the watcher makes the first scan.
         remote = is_remote(self.settings.logdir)
@@ -252,7 +256,8 @@ class TraceStore:
     def _open_now(self, fs: FileState) -> None:
         f = fs.file
         try:
-            entry = open_entry(self._stores[0], entry_key(f.path, f.size, f.mtime), f.path, check=False)
+            entry = open_entry_from(self._stores[0], entry_key(f.path, f.size, f.mtime), self._shared, f.path,
+                                    check=False)
             current = current_items(entry, f.worker) if entry is not None else set()
         except Exception:  # never leave the file waiting: an error in a thread pool's task goes unseen
             log.exception("cannot open the store entry of %s; loading it", f.path)
@@ -333,7 +338,8 @@ class TraceStore:
         task = next(self._task_ids)
         self._tasks[task] = fs
         fs.attempts += 1
-        args = (_load_in_worker, task, f.path, f.size, f.mtime, f.worker, self._stores, s.max_trace_bytes, entry)
+        args = (_load_in_worker, task, f.path, f.size, f.mtime, f.worker, self._stores, s.max_trace_bytes, entry,
+                self._shared)
         try:
             future = submit(self._pool, *args)
         except BrokenProcessPool:
@@ -473,12 +479,12 @@ def _helpers_for(size: int) -> Helpers | None:
 
 
 def _load_in_worker(task: int, path: str, size: int, mtime: float, worker: str, stores: list[str], max_bytes: int,
-                    entry: Entry | None) -> Entry:
+                    entry: Entry | None, shared: str | None) -> Entry:
     """Runs in a worker process: the trace's store entry (`entry`, when the server found one, else
     written from the parsed trace) with its derived items computed and stored. Reports (task,
     fraction) while parsing, then derived.derive's events, "ready" with the entry."""
     try:
-        return _load(task, path, size, mtime, worker, stores, max_bytes, entry)
+        return _load(task, path, size, mtime, worker, stores, max_bytes, entry, shared)
     finally:
         _give_back_memory()
 
@@ -495,7 +501,7 @@ def _give_back_memory() -> None:
 
 
 def _load(task: int, path: str, size: int, mtime: float, worker: str, stores: list[str], max_bytes: int,
-          entry: Entry | None) -> Entry:
+          entry: Entry | None, shared: str | None) -> Entry:
     def report(value: Any) -> None:
         report_to_server(task, value)
 
@@ -510,7 +516,7 @@ def _load(task: int, path: str, size: int, mtime: float, worker: str, stores: li
             entry = None
     if entry is None:
         entry, _ = store_trace(path, size, mtime, stores, max_bytes=max_bytes, on_progress=report,
-                               helpers=_helpers_for(size))
+                               helpers=_helpers_for(size), shared=shared)
         if entry is None:
             raise OSError(f"no store folder could be written ({', '.join(stores)})")
         if _worker_helpers is not None and not _worker_helpers.broken:

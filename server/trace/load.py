@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from .entry import Entry, entry_key, open_entry, write_entry
+from .entry import Entry, entry_key, write_entry
 from .parallel import Helpers
 from .parse import parse_raw_trace, parse_trace_bytes, parse_trace_file  # noqa: F401 (parse_trace_bytes: its old home)
 from .read import DEFAULT_MAX_BYTES, open_trace_file, read_trace_bytes
+from .shared import local_stores, open_entry_from
 from .tables import TraceTables
 
 Progress = Callable[[float], None]
@@ -28,13 +29,17 @@ def load_trace(path: str, size: int, mtime: float, *, cache_dir: str | None = No
 
 
 def store_trace(path: str, size: int, mtime: float, stores: list[str], *, max_bytes: int = DEFAULT_MAX_BYTES,
-                on_progress: Progress | None = None, helpers: Helpers | None = None
+                on_progress: Progress | None = None, helpers: Helpers | None = None, shared: str | None = None
                 ) -> tuple[Entry | None, TraceTables]:
-    """The trace's store entry and tables: the entry in the first of `stores` when it has a good one,
-    else the trace parsed and written to the first store that takes it (None when none does)."""
+    """The trace's store entry and tables: the entry in the first of `stores` when it has a good one
+    (or `shared`, a store on shared storage, has one to copy there; a store given as a URL is such a
+    store, and its local mirror takes its place: server/trace/shared.py), else the trace parsed and
+    written to the first store that takes it (None when none does)."""
     key = entry_key(path, size, mtime)
+    stores, found = local_stores(stores)
+    shared = shared or found
     if stores:
-        entry = open_entry(stores[0], key, path)
+        entry = open_entry_from(stores[0], key, shared, path)
         if entry is not None:
             return entry, entry.tables()
     tables = parse_trace(path, max_bytes, on_progress, helpers)
