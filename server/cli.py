@@ -2,6 +2,7 @@
 
     profboard --logdir ./runs [--port 6006] [--bind_all] [--token T]
     profboard summary ./runs --run R --worker W --span S --json
+    profboard index ./runs [--cache-dir DIR|URL] [--scheduler tcp://host:8786 | --workers N]
 """
 
 from __future__ import annotations
@@ -245,6 +246,64 @@ def summary(argv: list[str]) -> int:
     return 0
 
 
+def _index_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="profboard index",
+        description="Parse every trace of a logdir into the store ahead of the server, in parallel on Dask "
+                    "(pip install 'profboard[index]'). Exit status: 0 every trace indexed, 1 some could not be "
+                    "read (listed), 2 bad input.")
+    parser.add_argument("logdir", help="folder or fsspec URL")
+    parser.add_argument("--cache-dir", default=None,
+                        help="the store: a folder, or an fsspec URL on storage the server reads too "
+                             "(s3://bucket/profboard-cache) (default: $PROFBOARD_CACHE_DIR or the user cache folder)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", metavar="ADDRESS",
+                       help="run on this Dask cluster (e.g. tcp://host:8786); its workers need this profboard version")
+    where.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="worker processes of a local Dask cluster (default: one per core; 0: in this process)")
+    parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", dest="storage_options",
+                        help="option for the fsspec filesystem of a remote logdir or store (repeatable; see profboard --help)")
+    parser.add_argument("--max-trace-size", type=_size, default=DEFAULT_MAX_BYTES, metavar="SIZE",
+                        help="refuse traces that inflate beyond this many bytes, e.g. 4G (default: 4G)")
+    return parser
+
+
+def index(argv: list[str]) -> int:
+    from .logdir import apply_storage_options, is_remote
+
+    args = _index_parser().parse_args(argv)
+    store = args.cache_dir or _default_cache_dir()
+    if args.workers is not None and args.workers < 0:
+        print("profboard index: --workers must be 0 or more", file=sys.stderr)
+        return 2
+    try:
+        remote = [url for url in (args.logdir, store) if is_remote(url)]
+        if args.storage_options and not remote:
+            raise ValueError("--storage-option applies to remote logdirs and stores (s3://, gs://, ...) only")
+        for url in remote:
+            apply_storage_options(url, args.storage_options)
+    except ValueError as exc:
+        print(f"profboard index: {exc}", file=sys.stderr)
+        return 2
+    from .index import BadInput, Progress
+    from .index import index as run_index
+
+    try:
+        report = run_index(args.logdir, store, scheduler=args.scheduler, workers=args.workers,
+                           max_bytes=args.max_trace_size, on_done=Progress(sys.stderr))
+    except BadInput as exc:
+        print(f"profboard index: {exc}", file=sys.stderr)
+        return 2
+    if not report.total:
+        print(f"profboard index: no traces under {args.logdir}", file=sys.stderr)
+        return 2
+    print(f"profboard index: {report.total} traces: {report.indexed} indexed, {report.present} already in the store, "
+          f"{len(report.failures)} could not be read, in {report.seconds:.1f} s", file=sys.stderr)
+    for failed in report.failures:
+        print(f"  {failed.path}: {failed.reason}", file=sys.stderr)
+    return 1 if report.failures else 0
+
+
 def collect(argv: list[str]) -> int:
     """`profboard collect`: the collectors need PyTorch, which the dashboard never imports."""
     try:
@@ -263,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         return summary(argv[1:])
     if argv and argv[0] == "collect":
         return collect(argv[1:])
+    if argv and argv[0] == "index":
+        return index(argv[1:])
     if argv and argv[0] == "serve":
         argv = argv[1:]
     return serve(argv)
