@@ -20,6 +20,18 @@ layout's (ENTRY_LAYOUT): a changed file or a new parser never meets a stale entr
 Reading a table maps its file and makes pandas columns that are views on the mapped buffers:
 numeric columns and categorical codes are not copied; only the categories become Python strings.
 
+# Shared storage
+
+The store may also live on shared storage, an fsspec URL (`--cache-dir s3://bucket/profboard-cache`),
+which `profboard index` fills from a cluster and servers read (server/trace/shared.py): the same
+entries under the URL, `<url>/<key>/...`. Object stores have no rename, so a writer makes the entry
+in a local store, then copies its table and item files and meta.json last: an entry without
+meta.json is absent. Files never change under their names (an entry's key names one version of the
+trace; an item's file, its version and CRC-32). A reader maps only local files: it copies an entry
+whole into the shared store's local mirror (a store like any other, under the temporary folder) and
+opens it there, with every check below; a damaged copy is discarded and the trace parsed into the
+mirror.
+
 # Versions
 
 Each derived item has a version kept next to the code that computes it; its `tag` (a hash of its
