@@ -525,13 +525,22 @@ def combine(summaries: list[WorkerSummary]) -> dict[str, Any]:
     }
 
 
+# Workers a shared warning names one by one; beyond, it counts the rest (a run of 1,000 ranks).
+NAMED_WORKERS = 6
+
+
 def _worker_warnings(summaries: list[WorkerSummary]) -> list[str]:
     """Each worker's warnings prefixed with its name; one line for a warning several share."""
     workers: dict[str, list[str]] = {}
     for s in summaries:
         for text in s.warnings:
             workers.setdefault(text, []).append(s.identity["worker"])
-    return [f"{', '.join(names)}: {text}" for text, names in workers.items()]
+    return [f"{_names(names)}: {text}" for text, names in workers.items()]
+
+
+def _names(names: list[str]) -> str:
+    more = len(names) - NAMED_WORKERS
+    return ", ".join(names) if more <= 0 else f"{', '.join(names[:NAMED_WORKERS])} and {more} other workers"
 
 
 def distributed(workers: dict[str, TraceTables]) -> dict[str, Any]:

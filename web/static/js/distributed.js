@@ -16,16 +16,20 @@ import {
   rankRows, stackedRankChart, stepOptions, stragglerBasisText, stragglerHeadline, topologyMeta,
   unalignedLines, valuesAt, worstOccurrences,
 } from "./lib/distview.js";
+import {
+  PAGE_RANKS, SORTS, TOP, heatStrip, nodeLine, pickedShapes, rankPages, rowsOf, shownRanks, shownText,
+} from "./lib/rankdist.js";
 import { byTestId, el, showWarnings } from "./lib/dom.js";
 import { formatBytes, formatCount, formatRatio, formatText, formatUs } from "./lib/format.js";
 import { draw, showEmpty } from "./lib/plot.js";
 import { buildTable } from "./lib/table.js";
-import { traceHref, updateQuery, viewHref } from "./lib/url.js";
+import { navigate, readQuery, traceHref, updateQuery, viewHref } from "./lib/url.js";
 
 /**
  * @typedef {import("./lib/distview.js").Distributed} Distributed
  * @typedef {import("./lib/table.js").Column} Column
- * @typedef {{run?: string, span?: string}} SpanSelection
+ * @typedef {{run?: string, span?: string, sort?: string}} SpanSelection
+ * @typedef {{all: boolean, page: number, picked: number|null}} RankChoice which ranks the per-rank parts show
  */
 
 // ---------------------------------------------------------------- fetch
@@ -35,8 +39,8 @@ import { traceHref, updateQuery, viewHref } from "./lib/url.js";
  * @param {AbortSignal} [signal]
  * @returns {Promise<Distributed>}
  */
-export function fetchDistributed({ run, span }, signal) {
-  return getJSON("/api/distributed", { run, span }, signal);
+export function fetchDistributed({ run, span, sort }, signal) {
+  return getJSON("/api/distributed", { run, span, sort, top: String(TOP) }, signal);
 }
 
 // ---------------------------------------------------------------- draw helpers
@@ -65,6 +69,9 @@ async function drawTimeChart(node, chart) {
   await draw(node, chart.traces, chart.layout);
 }
 
+/** Node lines the topology shows before "Show the other nodes". */
+const NODE_LINES = 12;
+
 /** @param {Distributed} data @returns {(rank: number) => string|undefined} */
 function workerOfRank(data) {
   const workers = new Map(data.ranks.map((r) => [r.rank, r.worker]));
@@ -77,8 +84,9 @@ function workerOfRank(data) {
  * @param {HTMLElement} root
  * @param {Distributed} data
  * @param {SpanSelection} selection
+ * @param {number|null} picked the rank picked in the heat strip, marked in the table
  */
-async function drawStragglers(root, data, selection) {
+async function drawStragglers(root, data, selection, picked) {
   const s = data.stragglers;
   const headline = stragglerHeadline(s);
   const line = byTestId(root, "straggler-headline");
@@ -86,13 +94,15 @@ async function drawStragglers(root, data, selection) {
   line.dataset.tone = headline.tone;
   line.dataset.ranks = headline.ranks.join(",");
   byTestId(root, "straggler-basis").textContent = stragglerBasisText(s);
-  byTestId(root, "stragglers-meta").textContent = `${formatCount(s.ranks.length)} rank${s.ranks.length === 1 ? "" : "s"}, span ${data.span}`;
+  const total = data.ranks.length;
+  byTestId(root, "stragglers-meta").textContent = `${formatCount(total)} rank${total === 1 ? "" : "s"}, span ${data.span}`;
   const worker = workerOfRank(data);
 
   byTestId(root, "straggler-table").replaceChildren(buildTable({
     caption: "Arrival at the collectives per rank",
     testid: "rank-table",
-    rowClass: (row) => (row.straggler ? "row-selected dist-row-straggler" : ""),
+    rowClass: (row) => [row.straggler ? "row-selected dist-row-straggler" : "",
+      row.rank === picked ? "row-selected dist-row-picked" : ""].filter(Boolean).join(" "),
     columns: [
       { key: "rank", label: "Rank", render: (row) => el("span", { class: "dist-rank" }, [
         rankLabel(row.rank), row.straggler ? el("span", { class: "badge badge-high dist-badge", text: "straggler" }) : null,
@@ -180,23 +190,48 @@ function drawTopology(root, data) {
     emptyText(node, "No process or GPU information in these traces.");
     return;
   }
-  node.replaceChildren(...data.topology.map((n) => el("div", { class: "dist-node", testid: "topology-node",
-    attrs: { "data-node": n.node } }, [
-    el("div", { class: "dist-node-title" }, [
-      el("span", { class: "dist-node-kicker", text: "Node" }),
-      el("span", { class: "dist-node-name", text: n.node }),
-      el("span", { class: "muted", text: ` · ${formatCount(n.processes.length)} process${n.processes.length === 1 ? "" : "es"}` }),
-    ]),
-    el("ul", { class: "dist-procs" }, n.processes.map((p) => el("li", { class: "dist-proc", testid: "topology-process",
-      attrs: { "data-rank": String(p.rank) } }, [
-      el("span", { class: "dist-proc-rank", text: rankLabel(p.rank) }),
-      el("span", { class: "dist-proc-worker", text: p.worker, title: "Worker" }),
-      el("span", { class: "muted", text: `pid ${formatText(p.process)}` }),
-      el("span", { class: "dist-gpus" }, p.gpus.length
-        ? p.gpus.map((g) => el("span", { class: "dist-gpu", testid: "topology-gpu", text: gpuText(g),
-          attrs: { "data-device": String(g.device) } }))
-        : [el("span", { class: "muted", text: "no GPU kernels" })]),
-    ]))),
+  // Small runs open every node; a big one shows a line per node, its processes built when opened,
+  // and the first NODE_LINES nodes until asked for all.
+  const open = data.ranks.length <= TOP;
+  node.classList.toggle("dist-topology-folded", !open);
+  const line = (/** @type {import("./lib/distview.js").TopoNode} */ n) => {
+    const details = /** @type {HTMLDetailsElement} */ (el("details", { class: "dist-node", testid: "topology-node",
+      attrs: { "data-node": n.node } }, [
+      el("summary", {}, [el("span", { class: "dist-node-title" }, [
+        el("span", { class: "dist-node-kicker", text: "Node" }),
+        el("span", { class: "dist-node-name", text: n.node }),
+        el("span", { class: "muted", testid: "topology-node-line", text: ` · ${nodeLine(n)}` }),
+      ])]),
+    ]));
+    const fill = () => {
+      if (details.open && details.childElementCount < 2) details.append(processList(n));
+    };
+    details.addEventListener("toggle", fill);
+    details.open = open;
+    fill();
+    return details;
+  };
+  node.replaceChildren(...data.topology.slice(0, NODE_LINES).map(line));
+  const rest = data.topology.slice(NODE_LINES);
+  if (rest.length) {
+    const more = el("button", { class: "pager-button dist-more-nodes", testid: "all-nodes",
+      text: `Show the other ${formatCount(rest.length)} nodes`, attrs: { type: "button" } });
+    more.addEventListener("click", () => more.replaceWith(...rest.map(line)));
+    node.append(more);
+  }
+}
+
+/** @param {import("./lib/distview.js").TopoNode} n @returns {HTMLElement} */
+function processList(n) {
+  return el("ul", { class: "dist-procs" }, n.processes.map((p) => el("li", { class: "dist-proc", testid: "topology-process",
+    attrs: { "data-rank": String(p.rank) } }, [
+    el("span", { class: "dist-proc-rank", text: rankLabel(p.rank) }),
+    el("span", { class: "dist-proc-worker", text: p.worker, title: "Worker" }),
+    el("span", { class: "muted", text: `pid ${formatText(p.process)}` }),
+    el("span", { class: "dist-gpus" }, p.gpus.length
+      ? p.gpus.map((g) => el("span", { class: "dist-gpu", testid: "topology-gpu", text: gpuText(g),
+        attrs: { "data-device": String(g.device) } }))
+      : [el("span", { class: "muted", text: "no GPU kernels" })]),
   ])));
 }
 
@@ -251,8 +286,9 @@ function setupStepPicker(root, data, wanted) {
  * @param {HTMLElement} root
  * @param {Distributed} data
  * @param {string|undefined} wanted the URL's `rank`
+ * @param {(rank: number) => void} onPick told when the user picks a rank
  */
-function drawCommOps(root, data, wanted) {
+function drawCommOps(root, data, wanted, onPick) {
   const select = /** @type {HTMLSelectElement} */ (byTestId(root, "rank-picker"));
   const node = byTestId(root, "comm-ops");
   const ranks = data.comm_ops;
@@ -295,8 +331,7 @@ function drawCommOps(root, data, wanted) {
   show(current);
   select.onchange = () => {
     const entry = ranks.find((r) => String(r.rank) === select.value) || ranks[0];
-    updateQuery({ rank: String(entry.rank) });
-    show(entry);
+    onPick(entry.rank);
   };
 }
 
@@ -329,11 +364,122 @@ export async function mount(root, params, { signal } = {}) {
   const selection = { run: params.run, span: data.span };
   showWarnings(byTestId(root, "warnings"), [...(data.warnings || []), ...assumedLines(data.ranks, data.topology)]);
   drawTopology(root, data);
-  drawCommOps(root, data, params.rank);
-  const step = setupStepPicker(root, data, params.step);
+  const choice = choiceOf(params);
+  const redraw = setupRankControls(root, data, choice, (c) => drawShown(root, data, selection, c, params.step, redraw));
+  await Promise.all([drawRankStrip(root, data, choice, redraw), drawShown(root, data, selection, choice, params.step, redraw)]);
+}
+
+/**
+ * The per-rank parts (stragglers, the step charts, the ops table, the step comparison) for the ranks
+ * `choice` shows, the others left out.
+ * @param {HTMLElement} root
+ * @param {Distributed} data
+ * @param {SpanSelection} selection
+ * @param {RankChoice} choice
+ * @param {string|undefined} step the URL's `step`
+ * @param {(choice: RankChoice) => void} redraw
+ */
+async function drawShown(root, data, selection, choice, step, redraw) {
+  const ranks = data.ranks.map((r) => r.rank);
+  const shown = shownRanks(ranks, data.worst.ranks, choice);
+  byTestId(root, "shown-ranks").textContent = shownText(ranks.length, shown, data.worst, choice);
+  root.dataset.shownRanks = shown.join(",");
+  /** @type {Distributed} */
+  const sub = {
+    ...data, overlap: rowsOf(data.overlap, shown), wait: rowsOf(data.wait, shown), comm_ops: rowsOf(data.comm_ops, shown),
+    comparison: rowsOf(data.comparison, shown), stragglers: { ...data.stragglers, ranks: rowsOf(data.stragglers.ranks, shown) },
+  };
+  const pick = (/** @type {number} */ rank) => redraw({ ...choice, picked: rank });
+  drawCommOps(root, sub, choice.picked === null ? undefined : String(choice.picked), pick);
+  const picked = setupStepPicker(root, sub, step);
   await Promise.all([
-    drawStragglers(root, data, selection),
-    drawRankCharts(root, data, step),
-    drawComparison(root, data),
+    drawStragglers(root, sub, selection, choice.picked),
+    drawRankCharts(root, sub, picked),
+    drawComparison(root, sub),
   ]);
+}
+
+/**
+ * The sort picker (a new sort asks the server again), "Show all ranks" and its pager; returns the
+ * function that records a new choice in the URL and redraws.
+ * @param {HTMLElement} root
+ * @param {Distributed} data
+ * @param {RankChoice} choice
+ * @param {(choice: RankChoice) => Promise<void>} draw
+ * @returns {(choice: RankChoice) => void}
+ */
+function setupRankControls(root, data, choice, draw) {
+  const total = data.ranks.length;
+  byTestId(root, "ranks-meta").textContent = `${formatCount(total)} rank${total === 1 ? "" : "s"}`
+    + (data.missing_ranks && data.missing_ranks.length ? ` · ${formatCount(data.missing_ranks.length)} missing` : "");
+  const sort = /** @type {HTMLSelectElement} */ (byTestId(root, "sort-picker"));
+  sort.replaceChildren(...SORTS.map((s) => el("option", { text: s.label, attrs: { value: s.value } })));
+  sort.value = data.worst.sort;
+  sort.onchange = () => navigate({ sort: sort.value === SORTS[0].value ? null : sort.value });
+  const all = byTestId(root, "all-ranks");
+  const prev = /** @type {HTMLButtonElement} */ (byTestId(root, "ranks-prev"));
+  const next = /** @type {HTMLButtonElement} */ (byTestId(root, "ranks-next"));
+  const pages = rankPages(total);
+  let current = choice;
+  const show = (/** @type {RankChoice} */ c) => {
+    all.textContent = c.all ? `Worst ${formatCount(TOP)} only` : "Show all ranks";
+    all.setAttribute("aria-pressed", String(c.all));
+    all.hidden = total <= TOP;
+    prev.hidden = next.hidden = !c.all || total <= PAGE_RANKS;
+    prev.disabled = c.page <= 1;
+    next.disabled = c.page >= pages;
+  };
+  const redraw = (/** @type {RankChoice} */ c) => {
+    current = { ...c, page: Math.min(Math.max(1, c.page), pages) };
+    show(current);
+    updateQuery({ ranks: current.all ? "all" : null, rank_page: current.all && current.page > 1 ? String(current.page) : null,
+      rank: current.picked === null ? null : String(current.picked) });
+    markPicked(byTestId(root, "rank-strip"), current.picked);
+    draw(current).catch((err) => console.error(err));
+  };
+  all.onclick = () => redraw({ ...current, all: !current.all, page: 1 });
+  prev.onclick = () => redraw({ ...current, page: current.page - 1 });
+  next.onclick = () => redraw({ ...current, page: current.page + 1 });
+  show(choice);  // the first draw is mount's
+  return redraw;
+}
+
+/**
+ * The heat strip of every rank's measures; a click on a rank picks it.
+ * @param {HTMLElement} root
+ * @param {Distributed} data
+ * @param {RankChoice} choice
+ * @param {(choice: RankChoice) => void} redraw
+ */
+async function drawRankStrip(root, data, choice, redraw) {
+  const node = byTestId(root, "rank-strip");
+  if (!data.distribution.length) {
+    showEmpty(node, "No ranks.");
+    return;
+  }
+  const { traces, layout } = heatStrip(data.distribution, choice.picked);
+  await draw(node, traces, layout);
+  const plot = /** @type {any} */ (node);
+  plot.removeAllListeners?.("plotly_click");
+  plot.on("plotly_click", (/** @type {any} */ event) => {
+    const rank = event.points && event.points.length ? Number(event.points[0].x) : NaN;
+    if (Number.isFinite(rank)) redraw({ ...choiceOf(readQuery()), picked: rank });
+  });
+}
+
+/**
+ * Which ranks the URL asks for: `ranks=all` (with `rank_page`), and the picked `rank`.
+ * @param {Record<string, string|undefined>} params
+ * @returns {RankChoice}
+ */
+function choiceOf(params) {
+  const picked = Number.parseInt(params.rank ?? "", 10);
+  return { all: params.ranks === "all", page: Math.max(1, Number.parseInt(params.rank_page ?? "1", 10) || 1),
+    picked: Number.isFinite(picked) ? picked : null };
+}
+
+/** @param {HTMLElement} node the heat strip @param {number|null} rank outlined, or none */
+function markPicked(node, rank) {
+  const plot = /** @type {any} */ (node);
+  if (plot.data && window.Plotly) /** @type {any} */ (window).Plotly.relayout(node, { shapes: pickedShapes(rank) });
 }

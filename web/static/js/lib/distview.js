@@ -67,6 +67,9 @@ export const DELAY_COLOR = "#f28e2b";
 export const STRAGGLER_COLOR = "#e15759";
 export const STEP_COLOR = "#a0cbe8";
 
+/** Stragglers the headline names one by one; more are counted, their ranks as runs. */
+export const NAMED_STRAGGLERS = 6;
+
 /** Rows of the worst-occurrences table. */
 export const WORST_COUNT = 10;
 
@@ -126,6 +129,15 @@ export function stragglerHeadline(s) {
       tone: "alert", ranks: [first.rank],
       text: `${rankLabel(first.rank)} (${first.worker}) arrives last at ${of}, a median `
         + `${formatUs(first.median_delay_us)}${upTo(first)} after the first rank${tail}.`,
+    };
+  }
+  if (named.length > NAMED_STRAGGLERS) {
+    // A thousand ranks: the count, the ranks as runs, and the range of their median delays.
+    const delays = named.map((r) => r.median_delay_us).filter(isNumber);
+    return {
+      tone: "alert", ranks: named.map((r) => r.rank),
+      text: `${formatCount(named.length)} ranks (${rankSpans(named.map((r) => r.rank), NAMED_STRAGGLERS)}) each arrive last `
+        + `at ${of}, a median ${formatUs(Math.min(...delays))} to ${formatUs(Math.max(...delays))} after the first rank${tail}.`,
     };
   }
   const who = joinWords(named.map((r) => `${r.rank} (${r.worker})`));
@@ -219,8 +231,18 @@ export function worstOccurrences(occurrences, count = WORST_COUNT) {
     .map(({ o }) => ({
       ...o,
       call: o.index + 1,
-      last_text: (o.last_ranks || []).length ? o.last_ranks.map(rankLabel).join(", ") : "tie",
+      last_text: lastText(o.last_ranks || []),
     }));
+}
+
+/**
+ * Who entered a collective last: "Rank 1, Rank 3"; past {@link NAMED_STRAGGLERS}, "512 ranks: 1, 3, …"; "tie" for none.
+ * @param {number[]} ranks
+ */
+export function lastText(ranks) {
+  if (!ranks.length) return "tie";
+  if (ranks.length <= NAMED_STRAGGLERS) return ranks.map(rankLabel).join(", ");
+  return `${formatCount(ranks.length)} ranks: ${rankSpans(ranks, NAMED_STRAGGLERS)}`;
 }
 
 /**
@@ -394,11 +416,12 @@ export function gpuText(gpu) {
 
 /**
  * Ranks as runs of consecutive numbers, so that a thousand take one line:
- * [0, 1, 2, 3, 5, 7, 8] -> "0–3, 5, 7, 8".
+ * [0, 1, 2, 3, 5, 7, 8] -> "0–3, 5, 7, 8"; with `most`, the first `most` runs and "… (N more)".
  * @param {number[]} ranks
+ * @param {number} [most]
  * @returns {string}
  */
-export function rankSpans(ranks) {
+export function rankSpans(ranks, most = Infinity) {
   const sorted = [...new Set(ranks)].sort((a, b) => a - b);
   const spans = [];
   for (let i = 0; i < sorted.length; i++) {
@@ -407,7 +430,7 @@ export function rankSpans(ranks) {
     spans.push(j - i >= 2 ? `${sorted[i]}–${sorted[j]}` : sorted.slice(i, j + 1).join(", "));
     i = j;
   }
-  return spans.join(", ");
+  return spans.length > most ? `${spans.slice(0, most).join(", ")}, … (${formatCount(spans.length - most)} more)` : spans.join(", ");
 }
 
 /**
