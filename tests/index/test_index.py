@@ -150,3 +150,11 @@ def test_a_cluster_fills_an_s3_store_that_is_served_without_parsing(s3, tmp_path
     overview = server.get("/api/overview", {"run": "ddp_balanced", "worker": "vm_762"}).json()
     assert overview["steps"]
     assert server.get("/api/distributed", {"run": "ddp_balanced"}).status_code == 200
+
+
+def test_the_server_and_summary_never_import_dask():
+    code = ("import sys; import profboard.server.app, profboard.server.store, profboard.server.cli; "
+            "profboard.server.cli._index_parser(); "
+            "assert not {'dask', 'distributed'} & set(sys.modules), sorted({'dask', 'distributed'} & set(sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert done.returncode == 0, done.stderr
