@@ -56,3 +56,19 @@ def test_distributed_names_ranks_without_a_trace():
     assert view["missing_ranks"] == [1, 4, 5]
     assert "ranks 1, 4, 5 of world size 6 have no trace in this span: left out" in view["warnings"]
     assert [r["rank"] for r in view["distribution"]] == [0, 2, 3]
+
+
+def _late_call(rank: int, world: int):
+    """A rank whose extra all-reduce comes after its two steps: a warning of its own."""
+    t = ddp_rank(rank, world=world)
+    t.collective(9000, 40, 9010, 50, nelems=10, device=rank)
+    return t
+
+
+@pytest.mark.parametrize("world, names", [
+    (6, "w0, w1, w2, w3, w4, w5"),
+    (8, "w0, w1, w2, w3, w4, w5 and 2 other workers"),  # six named, the rest counted
+], ids=["six-named", "eight-counted"])
+def test_shared_worker_warning_names_six_workers(world, names):
+    view = distributed({f"w{r}": parse(_late_call(r, world).build()) for r in range(world)})
+    assert f"{names}: 1 collective call(s) lie outside every step" in view["warnings"]
