@@ -3,7 +3,7 @@ r % k with its `distributedInfo` (rank, world size, the default group's ranks) r
 worker named `node<r // per_node>_<pid>`, so that the topology finds one node per `per_node` ranks.
 
     write_ranks(Path("tests/data/h200x2/ddp_straggler_rank1"), logdir / "ranks_64", 64)
-    python tests/rankset.py SOURCE OUT N [--per-node 8] [--skip 5,9]    # big sets: /work/big/ranks_N
+    python tests/rankset.py SOURCE OUT N [--per-node 8] [--skip 5,9]    # big sets outside the repo
 
 Each source trace is parsed once; a copy is its JSON text with the rewritten header in front of
 the unchanged events, so a thousand ranks take seconds (about 3 MB of JSON per copy of tests/data).
