@@ -3,6 +3,7 @@
     .venv/bin/python bench/ranks.py --ranks 1024 --index [--repeat 3]
     .venv/bin/python bench/ranks.py --ranks 1024 --serve [--repeat 3]
     .venv/bin/python bench/ranks.py --ranks 256 --cold [--repeat 3]
+    .venv/bin/python bench/ranks.py --ranks 256 --s3
 
 The ranks are made once from the real 4-rank run fixtures/h200x4/ddp_resnet50 (rank r is a copy of
 rank r % 4 with its distributedInfo.rank and world_size rewritten) under /work/big/ranks_N/ddp_N/
@@ -13,7 +14,10 @@ process tree, sampled every 0.1 s), then a server on that store: start to the fi
 /api/distributed, the server tree's RSS then, and /api/overview of 5 ranks picked at random.
 --serve: the same server runs on the store the last --index made (kept under /work/big/index_store_N).
 --cold, per repeat: a server with a fresh store: start to the first 200 of /api/distributed and the
-peak RSS of its process tree. Medians and every run's values; JSON on stdout, a summary on stderr.
+peak RSS of its process tree.
+--s3, once: the ranks indexed in this process into a local store, and by a Dask LocalCluster of 2
+processes into a store on a local S3 server (moto): every summary item (and every other file) must
+be the same bytes. Medians and every run's values; JSON on stdout, a summary on stderr.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import logging
 import os
 import random
 import re
@@ -146,17 +151,56 @@ def serve_once(logdir: Path, store: Path, run: str, workers: list[str], overview
     return result
 
 
+def s3_identical(logdir: Path, n: int) -> dict:
+    """Index in this process and on a LocalCluster into moto S3; compare every file of every entry."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    from profboard.server.index import index
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    os.environ.update(AWS_ENDPOINT_URL=f"http://{host}:{port}", AWS_ACCESS_KEY_ID="testing",
+                      AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")
+    client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    client.create_bucket(Bucket="bench")
+    local = BIG / f"index_in_process_{n}"
+    shutil.rmtree(local, ignore_errors=True)
+    t0 = time.perf_counter()
+    here = index(str(logdir), str(local), workers=0)
+    t1 = time.perf_counter()
+    there = index(str(logdir), "s3://bench/cache", workers=2)
+    t2 = time.perf_counter()
+    files = {str(p.relative_to(local)): p for p in local.glob("*/*")}
+    differ = summaries = 0
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket="bench", Prefix="cache/"):
+        for obj in page["Contents"]:
+            name = obj["Key"].removeprefix("cache/")
+            summaries += "/summary-" in name
+            differ += client.get_object(Bucket="bench", Key=obj["Key"])["Body"].read() != files.pop(name).read_bytes()
+    server.stop()
+    return {"in_process_s": t1 - t0, "dask_s3_s": t2 - t1, "indexed": [here.indexed, there.indexed],
+            "summaries": summaries, "files_differing": differ, "files_missing_on_s3": len(files)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ranks", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--index", action="store_true", help="index, then serve the indexed store")
     parser.add_argument("--serve", action="store_true", help="serve the store a previous --index made")
+    parser.add_argument("--s3", action="store_true", help="in-process vs a LocalCluster into moto S3: same bytes?")
     parser.add_argument("--cold", action="store_true", help="serve with a fresh store, no index")
     args = parser.parse_args()
     logdir = make_ranks(args.ranks)
     run = f"ddp_{args.ranks}"
     workers = sorted(p.name.split(".")[0] for p in (logdir / run).glob("*.pt.trace.json*"))
+    if args.s3:
+        result = s3_identical(logdir, args.ranks)
+        print(json.dumps(result))
+        return 0 if not result["files_differing"] and not result["files_missing_on_s3"] else 1
     runs = []
     for _ in range(args.repeat):
         result = {"load": os.getloadavg()[0]}

@@ -1,8 +1,9 @@
 """`profboard index`: fill the store ahead of the server, in parallel on a Dask cluster.
 
 Every trace of the logdir whose store entry lacks the items a loader computes at load
-(derived.load_items, and the overview: what the first answers need) is parsed, its entry written and
-those items computed, one trace per task: in this process (`workers=0`), on a Dask LocalCluster of
+(derived.load_items: what lists it, and the worker's summary that the Distributed view combines; the
+overview of a rank takes a fraction of a second when first asked for, and computing it for every rank
+made indexing twice as long) is parsed, its entry written and those items computed, one trace per task: in this process (`workers=0`), on a Dask LocalCluster of
 worker processes, or on an existing cluster (a scheduler address). Each task does what the server's
 loader does, with the same code, so the entries are the same wherever they were made. A store on
 shared storage (a URL) is written through a local store: the task makes the entry there and
@@ -17,7 +18,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Literal
 
 from .derived import derive, load_items, tag
@@ -26,9 +27,6 @@ from .trace.decode import TraceFormatError
 from .trace.load import store_trace
 from .trace.read import DEFAULT_MAX_BYTES
 from .trace.shared import publish_entry
-
-# Besides derived.load_items: the first page a user opens.
-FIRST_ITEMS = ("overview",)
 
 Outcome = Literal["indexed", "present", "failed"]
 
@@ -40,7 +38,6 @@ class Indexed:
     path: str
     outcome: Outcome
     reason: str = ""  # why it failed: one line
-    seconds: float = 0.0
 
 
 @dataclass
@@ -48,7 +45,7 @@ class Report:
     total: int
     indexed: int = 0
     present: int = 0
-    failures: list[Indexed] | None = None
+    failures: list[Indexed] = field(default_factory=list)
     seconds: float = 0.0
 
 
@@ -70,25 +67,24 @@ def index_trace(path: str, size: int, mtime: float, worker: str, store: str,
     """Make the trace's entry in `store` (a folder or a shared store's URL) with the items of load:
     a task of `profboard index`, run wherever Dask puts it. A trace that cannot be read is an
     outcome ("failed", with the reason), not an error."""
-    start = time.perf_counter()
     shared = store if is_remote(store) else None
     local = tempfile.mkdtemp(prefix="profboard-index-") if shared else store
     try:
         # The entry as the store has it (a shared one copied here), else the trace parsed and stored.
         entry, tables = store_trace(path, size, mtime, [local], max_bytes=max_bytes, shared=shared)
         if entry is None:
-            return Indexed(path, "failed", f"cannot write the store {local}", time.perf_counter() - start)
-        wanted = (*load_items(entry), *FIRST_ITEMS)
+            return Indexed(path, "failed", f"cannot write the store {local}")
+        wanted = load_items(entry)
         if all(tag(name, worker) in entry.item_tags().get(name, ()) for name in wanted):
-            return Indexed(path, "present", seconds=time.perf_counter() - start)
+            return Indexed(path, "present")
         derive(entry, tables, worker, lambda event: None, wanted)
         if shared is not None:
             publish_entry(entry, shared)
-        return Indexed(path, "indexed", seconds=time.perf_counter() - start)
+        return Indexed(path, "indexed")
     except TraceFormatError as exc:
-        return Indexed(path, "failed", _one_line(str(exc)), time.perf_counter() - start)
+        return Indexed(path, "failed", _one_line(str(exc)))
     except Exception as exc:  # whatever else reading this one trace raised: the others go on
-        return Indexed(path, "failed", _one_line(f"{type(exc).__name__}: {exc}"), time.perf_counter() - start)
+        return Indexed(path, "failed", _one_line(f"{type(exc).__name__}: {exc}"))
     finally:
         if shared is not None:
             shutil.rmtree(local, ignore_errors=True)
@@ -145,7 +141,7 @@ def index(logdir: str, store: str, *, scheduler: str | None = None, workers: int
     start = time.perf_counter()
     files = traces(logdir)
     tasks = [(f.path, f.size, f.mtime, f.worker) for f in files]
-    report = Report(total=len(tasks), failures=[])
+    report = Report(total=len(tasks))
     if workers is None:
         workers = os.cpu_count() or 1
     if not tasks:

@@ -58,7 +58,7 @@ def test_dask_and_in_process_give_identical_entries(logdir, indexed, tmp_path):
         [failed] = got.failures
         assert failed.path.endswith(GARBAGE) and "\n" not in failed.reason and failed.reason
     here, there = _files(store), _files(tmp_path)
-    assert len(here) == 4 * 11  # meta.json, four tables, six items
+    assert len(here) == 4 * 9  # meta.json, four tables, the items of load (views, steps, breakdown, summary)
     assert any("/summary-" in name for name in here)
     assert here.keys() == there.keys() and all(here[name] == there[name] for name in here)
 
