@@ -158,3 +158,20 @@ def test_the_server_and_summary_never_import_dask():
             "assert not {'dask', 'distributed'} & set(sys.modules), sorted({'dask', 'distributed'} & set(sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_damaged_shared_entry_is_checked_and_the_trace_parsed_again(s3, tmp_path, caplog):
+    from profboard.server.index import traces
+    from profboard.server.trace.entry import entry_key
+    from profboard.server.trace.load import store_trace
+
+    logdir = tmp_path / "logs"
+    shutil.copytree(DATA / "ddp_balanced", logdir / "ddp_balanced")
+    assert index(str(logdir), STORE, workers=0).indexed == 2
+    trace = traces(str(logdir))[0]
+    key = f"cache/{entry_key(trace.path, trace.size, trace.mtime)}/events.arrow"
+    size = s3.head_object(Bucket=BUCKET, Key=key)["ContentLength"]
+    s3.put_object(Bucket=BUCKET, Key=key, Body=b"\xff" * size)  # the size recorded, other bytes
+    entry, tables = store_trace(trace.path, trace.size, trace.mtime, [STORE])
+    assert "the bytes do not match their checksum" in caplog.text
+    assert entry is not None and len(tables.events) == entry.rows["events"] > 0
