@@ -62,6 +62,18 @@ def _settings(args: argparse.Namespace, logdir: str) -> Settings:
                     host=host, allow_hosts=tuple(getattr(args, "allow_hosts", ())))
 
 
+def _storage_options(urls: list[str | None], options: list[str]) -> None:
+    """Pass --storage-option to the filesystem of each remote logdir or store among `urls`; raises
+    ValueError with a message for the user."""
+    from .logdir import apply_storage_options, is_remote
+
+    remote = [url for url in urls if url and is_remote(url)]
+    if options and not remote:
+        raise ValueError("--storage-option applies to remote logdirs and stores (s3://, gs://, ...) only")
+    for url in remote:
+        apply_storage_options(url, options)
+
+
 def _serve_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="profboard",
@@ -80,7 +92,8 @@ def _serve_parser() -> argparse.ArgumentParser:
                              "'.example.com' allows example.com and its subdomains; '*' allows any name "
                              "(e.g. behind a proxy that rewrites the Host header)")
     parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", dest="storage_options",
-                        help="option for the remote logdir's fsspec filesystem, e.g. endpoint_url=http://minio:9000 "
+                        help="option for the fsspec filesystem of a remote logdir or --cache-dir, e.g. "
+                             "endpoint_url=http://minio:9000 "
                              "(repeatable; JSON values allowed; secrets go in environment variables)")
     parser.add_argument("--idle-timeout", type=float, default=10.0, metavar="SECONDS",
                         help="close a connection whose client has not sent a complete request within this many "
@@ -120,10 +133,10 @@ def serve(argv: list[str]) -> int:
             print("profboard: pass --logdir (no bundled demo logdir in this installation)", file=sys.stderr)
             return 2
         logdir = str(_DEMO_LOGDIR)
-    from .logdir import apply_storage_options, display_url
+    from .logdir import display_url
 
     try:
-        apply_storage_options(logdir, args.storage_options)
+        _storage_options([logdir, args.cache_dir], args.storage_options)
     except ValueError as exc:
         print(f"profboard: {exc}", file=sys.stderr)
         return 2
@@ -269,19 +282,13 @@ def _index_parser() -> argparse.ArgumentParser:
 
 
 def index(argv: list[str]) -> int:
-    from .logdir import apply_storage_options, is_remote
-
     args = _index_parser().parse_args(argv)
     store = args.cache_dir or _default_cache_dir()
     if args.workers is not None and args.workers < 0:
         print("profboard index: --workers must be 0 or more", file=sys.stderr)
         return 2
     try:
-        remote = [url for url in (args.logdir, store) if is_remote(url)]
-        if args.storage_options and not remote:
-            raise ValueError("--storage-option applies to remote logdirs and stores (s3://, gs://, ...) only")
-        for url in remote:
-            apply_storage_options(url, args.storage_options)
+        _storage_options([args.logdir, store], args.storage_options)
     except ValueError as exc:
         print(f"profboard index: {exc}", file=sys.stderr)
         return 2

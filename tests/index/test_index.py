@@ -124,7 +124,7 @@ def s3(tmp_path, monkeypatch):
     server.stop()
 
 
-def test_a_cluster_fills_an_s3_store_that_is_served_without_parsing(s3, tmp_path, start_server):
+def test_a_cluster_fills_an_s3_store_that_is_served_without_parsing(s3, tmp_path, start_server, monkeypatch):
     logdir = tmp_path / "logs"
     shutil.copytree(DATA / "ddp_balanced", logdir / "ddp_balanced")
     local = tmp_path / "local_store"
@@ -144,7 +144,12 @@ def test_a_cluster_fills_an_s3_store_that_is_served_without_parsing(s3, tmp_path
         os.utime(trace, ns=(st.st_atime_ns, st.st_mtime_ns))
     after = _cli("summary", str(logdir), "--worker", "vm_762", "--cache-dir", STORE)
     assert after.returncode == 0 and after.stdout == before.stdout, after.stderr
-    server = start_server(logdir, tmp_path / "server", expect=["ddp_balanced"], extra_args=["--cache-dir", STORE])
+    # The server reaches the store through --storage-option alone (port 1 refuses connections): a
+    # local logdir with a shared store takes the flag for the store.
+    endpoint = os.environ["AWS_ENDPOINT_URL"]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+    server = start_server(logdir, tmp_path / "server", expect=["ddp_balanced"],
+                          extra_args=["--cache-dir", STORE, "--storage-option", f"endpoint_url={endpoint}"])
     run = server.runs()["ddp_balanced"]
     assert run["status"] == "ready" and run["error"] is None, run
     overview = server.get("/api/overview", {"run": "ddp_balanced", "worker": "vm_762"}).json()
