@@ -118,9 +118,15 @@ def s3(tmp_path, monkeypatch):
                         "AWS_EC2_METADATA_DISABLED": "true", "TMPDIR": str(tmp_path)}.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr("tempfile.tempdir", None)  # read TMPDIR again
+    # fsspec keeps one filesystem per set of arguments, whatever the environment: one made by an earlier
+    # test in this process (tests/api/test_remote.py's) would still talk to that test's stopped server.
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
     client = boto3.client("s3", endpoint_url=f"http://{host}:{port}")
     client.create_bucket(Bucket=BUCKET)
     yield client
+    s3fs.S3FileSystem.clear_instance_cache()
     server.stop()
 
 
