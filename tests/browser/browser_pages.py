@@ -21,16 +21,18 @@ def css_testid(name: str) -> str:
 
 NEXT_FRAMES = "() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)))"
 # The shell shows the view's root and marks it busy until the view's mount() has drawn it.
+# During a navigation the page may have no document element yet: not mounted (a link clicked just before
+# made the wait throw instead of wait).
 MOUNTED = """(view) => {
     const root = document.querySelector(`[data-view="${view}"]`);
-    return document.documentElement.dataset.pending === "0" && root !== null && !root.hidden
+    return document.documentElement?.dataset.pending === "0" && root !== null && !root.hidden
         && root.getAttribute("aria-busy") !== "true";
 }"""
 
 
 def wait_requests_done(page: Page) -> None:
     """Waits until the page has no request in flight or put off, then for what it draws on the next frame."""
-    page.wait_for_function("document.documentElement.dataset.pending === '0'")
+    page.wait_for_function("document.documentElement?.dataset.pending === '0'")
     page.evaluate(NEXT_FRAMES)
 
 
