@@ -143,6 +143,12 @@ class Derivation:
         self.kept(name, value)
         return value
 
+    def stored_as(self, name: str) -> tuple[str | None, FileId | None]:
+        """The file this derivation stored the item in (None: it found it stored, or could not store
+        it) and that file's identity as checked here."""
+        file = self.written.get(name)
+        return file, self.entry.checked.get(file) if file else None
+
     def stored(self, name: str) -> tuple[bool, Any]:
         """(True, value) when the entry holds the item at its current version."""
         if self.entry is None:
@@ -204,8 +210,7 @@ def derive(entry: Entry, tables: TraceTables, worker: str, on_event: Callable[[t
             # The pages of the tables the item read leave this process (they stay in the page cache):
             # with a helper mapping them too, each process held them.
             entry.release_pages()
-        file = derivation.written.get(name)
-        return file, entry.checked.get(file) if file else None
+        return derivation.stored_as(name)
 
     def there(name: str) -> tuple[str | None, FileId | None]:
         try:
@@ -244,8 +249,7 @@ def compute_stored(entry: Entry, worker: str, name: str) -> tuple[str | None, Fi
     try:
         with small_pages():  # as in the loader (server/store.py)
             derivation.get(name)
-        file = derivation.written.get(name)
-        return file, entry.checked.get(file) if file else None
+        return derivation.stored_as(name)
     finally:
         entry.release_pages()
 
