@@ -464,11 +464,16 @@ _LOADER_EXIT_S = 1.0
 HELPERS_MIN_FILE_BYTES = 16 << 20
 
 
+def _live_helpers() -> Helpers | None:
+    """This worker's helpers, unless none were started or one died."""
+    return _worker_helpers if _worker_helpers is not None and not _worker_helpers.broken else None
+
+
 def _helpers_for(size: int) -> Helpers | None:
     """This worker's helpers, started on its first big file; none on a single core."""
     global _worker_helpers
     count = helper_count()
-    if (_worker_helpers is None or _worker_helpers.broken) and size >= HELPERS_MIN_FILE_BYTES and count > 0:
+    if _live_helpers() is None and size >= HELPERS_MIN_FILE_BYTES and count > 0:
         _worker_helpers = Helpers.start(count, initializer=partial(watch_parent, os.getpid()))
         # A loader that leaves (its pool shut down when idle) waits for its children before the exit step
         # that would stop the helpers' pool: it waited for them forever, and the server's exit for it.
@@ -519,17 +524,17 @@ def _load(task: int, path: str, size: int, mtime: float, worker: str, stores: li
                                helpers=_helpers_for(size), shared=shared)
         if entry is None:
             raise OSError(f"no store folder could be written ({', '.join(stores)})")
-        if _worker_helpers is not None and not _worker_helpers.broken:
+        if (helpers := _live_helpers()) is not None:
             # Helpers import only what parsing needs, to take their first piece sooner; what computing
             # derived items needs, now, while this process opens the entry.
-            _worker_helpers.pool.submit(importlib.import_module, derive.__module__)
+            helpers.pool.submit(importlib.import_module, derive.__module__)
         # The parsed tables go; the stored ones, mapped, serve the derived data: their pages are the
         # page cache's, not this process's (0.7 GB less at the peak for the Llama trace).
         _give_back_memory()
         tables = entry.tables()
     names = load_items(entry)
     # A big trace's items are computed two at a time when its parse had helpers: they idle meanwhile.
-    helpers = _worker_helpers if names == LOAD_ORDER and not (_worker_helpers is None or _worker_helpers.broken) else None
+    helpers = _live_helpers() if names == LOAD_ORDER else None
     # The items' big arrays are written once and read a few times: faulting in huge pages for them cost
     # more than they give (the Llama trace's layout: 2.4 s, 0.7 s without).
     with small_pages():
