@@ -59,7 +59,8 @@ A file is checked once per process: an `Entry` remembers the identity (size, mod
 inode) of each file it checked, and travels with that memory from the loader process to the server.
 CRC-32 runs at about 1.4 GB/s here (0.19 s for the 274 MB events file of a 853 MB trace, 12 ms for
 fixtures/big's 38 MB entry; SHA-256 and BLAKE2b are 2-4x slower); nothing here needs a
-cryptographic hash, since whoever can write an entry can write its checksum too.
+cryptographic hash, since whoever can write an entry can write its checksum too. A writer checksums
+the bytes as it writes them: it never reads its files back.
 """
 
 from __future__ import annotations
@@ -270,10 +271,9 @@ class Entry:
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{item}-", dir=root)
             with os.fdopen(fd, "wb") as fh:
-                codec.write_value(fh, value, classes)
-            with open(tmp, "rb") as fh:
-                crc = _crc_of(fh)
-            name = f"{item}-{tag}-{crc:08x}.arrow"
+                sink = _Checksummed(fh)
+                codec.write_value(sink, value, classes)
+            name = f"{item}-{tag}-{sink.crc32:08x}.arrow"
             os.replace(tmp, os.path.join(self.folder, name))
             tmp = None
             self.checked[name] = FileId.of(os.stat(os.path.join(self.folder, name)))
@@ -290,9 +290,26 @@ class Entry:
         return name
 
 
-def _crc_of(fh) -> int:
-    with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-        return zlib.crc32(mapped)
+class _Checksummed:
+    """A file being written, and the CRC-32 of what was written to it: the bytes are checked as they
+    go out instead of read back (reading a file just written cost 1.2 s for the Llama trace's tables
+    while the disk was still busy taking earlier writes, 0.2 s otherwise)."""
+
+    def __init__(self, fh: Any) -> None:
+        self.fh, self.crc32, self.closed = fh, 0, False
+
+    def write(self, data: Any) -> int:
+        self.crc32 = zlib.crc32(data, self.crc32)
+        return self.fh.write(data)
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+    def close(self) -> None:  # the caller closes the file
+        self.closed = True
+
+    def writable(self) -> bool:
+        return True
 
 
 def _listdir(folder: str) -> list[str]:
@@ -499,12 +516,14 @@ def write_entry(store: str, key: str, tables: TraceTables) -> Entry:
         for name in TABLES:
             path = tmp / f"{name}.arrow"
             batch = _to_batch(getattr(tables, name))
-            with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as writer:
-                writer.write_batch(batch)
-            # Checksum what the file holds, as a reader will.
-            with open(path, "rb") as fh:
-                files[path.name] = _FileCheck(size=os.fstat(fh.fileno()).st_size, crc32=_crc_of(fh))
-                checked[path.name] = FileId.of(os.fstat(fh.fileno()))
+            with open(path, "wb") as fh:
+                sink = _Checksummed(fh)
+                with pa.ipc.new_file(sink, batch.schema) as writer:
+                    writer.write_batch(batch)
+                fh.flush()
+                st = os.fstat(fh.fileno())
+            files[path.name] = _FileCheck(size=st.st_size, crc32=sink.crc32)
+            checked[path.name] = FileId.of(st)
         rows = {name: len(getattr(tables, name)) for name in TABLES}
         content = msgspec.json.encode(_Content(metadata=tables.metadata, warnings=tables.warnings, rows=rows))
         meta = _Meta(files=files, content_crc32=zlib.crc32(content), content=msgspec.Raw(content))
