@@ -14,7 +14,7 @@ import os
 import signal
 import threading
 import time
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from typing import Any, Callable
 
 # What a loader imports before its first load (the store's worker side, and the view registry that
@@ -22,6 +22,8 @@ from typing import Any, Callable
 _LOADER_MODULES = ("profboard.server.store", "profboard.server.api")
 
 _progress: Any = None  # this loader's end of the progress queue
+# How long a load waits for the warm loader to be counted idle after its start (a few ms).
+_IDLE_WAIT_S = 1.0
 
 
 class Loaders:
@@ -32,6 +34,9 @@ class Loaders:
         self.context = multiprocessing.get_context("spawn")
         self.progress: Any = self.context.Queue()
         self.pool = self.new_pool()
+        self._lock = threading.Lock()
+        self._warming: Future | None = None  # warm()'s task, until the loader it started is idle
+        self._waiting = False  # a thread waits for that loader (starting())
 
     def new_pool(self) -> ProcessPoolExecutor:
         """A pool of loaders, which starts no process until it is given work."""
@@ -41,7 +46,35 @@ class Loaders:
     def warm(self) -> None:
         """Start one loader now (the others start when there is work for them): before its first task, a
         loader imports what loading needs, so that a load given to it starts at once."""
-        submit(self.pool, int)
+        self._warming = submit(self.pool, int)
+
+    def starting(self, then: Callable[[], None]) -> bool:
+        """Whether the loader warm() started is still starting; if so, `then` is called (once, from another
+        thread) when it is idle. Work handed to the pool meanwhile finds no loader idle, and the pool starts
+        another: for a single big trace, a second loader importing for a second on the core that the
+        first one's parse needs, and then idling."""
+        with self._lock:
+            if self._warming is None:
+                return False
+            if not self._waiting:
+                self._waiting = True
+                threading.Thread(target=self._when_started, args=(self._warming, then),
+                                 name="profboard-loader-start", daemon=True).start()
+            return True
+
+    def _when_started(self, warming: Future, then: Callable[[], None]) -> None:
+        try:
+            warming.exception()
+        except CancelledError:
+            pass
+        # The pool counts a loader idle only after the task's callbacks ran (CPython's executor keeps the
+        # count private; where it is absent, the wait is skipped).
+        idle = getattr(self.pool, "_idle_worker_semaphore", None)
+        if idle is not None and idle.acquire(timeout=_IDLE_WAIT_S):
+            idle.release()
+        with self._lock:
+            self._warming = None
+        then()
 
 
 def submit(pool: ProcessPoolExecutor, fn: Callable[..., Any], *args: Any) -> Future:

@@ -297,6 +297,8 @@ class TraceStore:
             with self._queue_lock:
                 if self._stop.is_set() or not self._waiting or self._loading >= max(1, self.settings.load_workers):
                     return
+                if self._loaders.starting(self._feed):
+                    return
                 fs, args = self._waiting.popleft()
                 self._loading += 1
                 self._started += 1

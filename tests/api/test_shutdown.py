@@ -81,3 +81,38 @@ def test_server_stops_within_2s_while_a_big_trace_loads(big_logdir: Path, tmp_pa
             os.kill(pid, signal.SIGKILL)
     text = log.read_text()
     assert "Traceback" not in text and "leaked" not in text, text
+
+
+def test_one_trace_is_loaded_by_one_loader(big_logdir: Path, tmp_path: Path):
+    """The server starts a loader before its own imports; a load that comes while that loader still starts
+    waits for it, instead of making the pool start a second one, which imported for a second on the core
+    the parse needed and then idled."""
+    from profboard.server.trace.parallel import helper_count
+
+    port = free_port()
+    log = tmp_path / "profboard.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen([sys.executable, "-m", "profboard.server.cli", "--logdir", str(big_logdir),
+                                   "--port", str(port), "--cache-dir", str(tmp_path / "cache")],
+                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    seen: set[int] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            seen.update(process_tree(server.pid))
+            runs = []
+            try:
+                runs = httpx.get(f"http://127.0.0.1:{port}/api/runs", timeout=5).json()["runs"]
+            except httpx.TransportError:
+                pass
+            if runs and runs[0]["status"] != "loading":
+                break
+            assert server.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.02)
+        assert runs[0]["status"] == "ready", runs
+        # The server, the resource tracker, one loader and its helpers.
+        assert len(seen) == 3 + helper_count(), {
+            pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:160] for pid in living(sorted(seen))}
+    finally:
+        stop_process(server)
