@@ -247,14 +247,21 @@ def summary(argv: list[str]) -> int:
               f"(workers: {', '.join(run.workers)})", file=sys.stderr)
         return 2
     settings = _settings(args, args.logdir)
+    computed: dict = {}
+
+    def overview_meanwhile(parsed, written) -> None:  # the overview, while the parsed trace's entry is written
+        derivation = Derivation(None, lambda: parsed, worker)
+        derivation.get("overview")
+        computed.update(derivation.values)
+
     try:
         entry, tables = store_trace(trace.path, trace.size, trace.mtime, [settings.cache_dir] if settings.cache_dir else [],
-                                    max_bytes=settings.max_trace_bytes)
+                                    max_bytes=settings.max_trace_bytes, meanwhile=overview_meanwhile)
     except TraceFormatError as exc:
         print(f"profboard summary: cannot read {trace.path}: {exc}", file=sys.stderr)
         return 1
     # The worker's overview as the server shows it when the run has no other worker: from the store.
-    json.dump(Derivation(entry, lambda: tables, worker).get("overview"), sys.stdout, indent=2)
+    json.dump(Derivation(entry, lambda: tables, worker, computed=computed).get("overview"), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
 

@@ -111,10 +111,14 @@ class Derivation:
 
     def __init__(self, entry: Entry | None, tables: Callable[[], TraceTables], worker: str,
                  before: Callable[[str], None] = lambda name: None,
-                 kept: Callable[[str, Any], None] = lambda name, value: None) -> None:
+                 kept: Callable[[str, Any], None] = lambda name, value: None,
+                 computed: dict[str, Any] | None = None) -> None:
+        """`computed`: values of items computed elsewhere from the same tables (the parsed ones, while the
+        entry was written), stored when first got instead of computed again."""
         self.entry, self.tables, self.worker = entry, tables, worker
         self.before, self.kept = before, kept
         self.values: dict[str, Any] = {}
+        self._computed = dict(computed or {})
         self.written: dict[str, str | None] = {}  # item -> the file it was stored in (None: it could not be)
         self._locks = {name: threading.Lock() for name in ITEMS}
 
@@ -134,14 +138,19 @@ class Derivation:
                 found, value = self.stored(name)
             if not found:
                 if self.entry is None:
-                    value = item.compute(self.tables(), self.worker, *needed)
+                    value = self._compute(item, needed)
                 else:
                     with self.entry.computing(name):
-                        value = item.compute(self.tables(), self.worker, *needed)
+                        value = self._compute(item, needed)
                         self.written[name] = self.entry.write_item(name, tag(name, self.worker), value, CLASSES)
             self.values[name] = value
         self.kept(name, value)
         return value
+
+    def _compute(self, item: Item, needed: list[Any]) -> Any:
+        if item.name in self._computed:
+            return self._computed.pop(item.name)
+        return item.compute(self.tables(), self.worker, *needed)
 
     def stored_as(self, name: str) -> tuple[str | None, FileId | None]:
         """The file this derivation stored the item in (None: it found it stored, or could not store
@@ -156,12 +165,12 @@ class Derivation:
         return self.entry.read_item(name, tag(name, self.worker), CLASSES)
 
 
-def load_items(entry: Entry) -> tuple[str, ...]:
-    """The items a loader computes once it has parsed the trace, in LOAD_ORDER: every item of a big
-    trace (each takes a second or more there); of a small one, what lists it and what the run's other
-    workers read (its views and its summary). The others take milliseconds when first asked for: at
-    load they made a logdir of 2,000 small runs load four times slower."""
-    if entry.rows.get("events", 0) >= LOAD_ALL_ROWS:
+def load_items(events: int) -> tuple[str, ...]:
+    """The items a loader computes once it has parsed a trace of `events` event rows, in LOAD_ORDER:
+    every item of a big trace (each takes a second or more there); of a small one, what lists it and
+    what the run's other workers read (its views and its summary). The others take milliseconds when
+    first asked for: at load they made a logdir of 2,000 small runs load four times slower."""
+    if events >= LOAD_ALL_ROWS:
         return LOAD_ORDER
     return tuple(n for n in LOAD_ORDER if n in _with_needs(("views", "summary")))
 
@@ -178,7 +187,8 @@ Helper = Callable[[str], "Future[tuple[str | None, FileId | None]]"]
 
 
 def derive(entry: Entry, tables: TraceTables, worker: str, on_event: Callable[[tuple], None],
-           names: tuple[str, ...] = LOAD_ORDER, helper: Helper | None = None) -> None:
+           names: tuple[str, ...] = LOAD_ORDER, helper: Helper | None = None,
+           computed: dict[str, Any] | None = None) -> None:
     """Compute and store the items of `names` (in LOAD_ORDER, with what they are made from) that the
     entry lacks at their current version: the loader's work after parsing. With `helper` (which
     computes an item in a helper process: compute_stored), two items at a time, each lane taking the
@@ -188,11 +198,17 @@ def derive(entry: Entry, tables: TraceTables, worker: str, on_event: Callable[[t
     `on_event` hears ("ready", busy) once the trace's views are stored, then ("stored", name, file,
     FileId | None, busy) after each item (file None: it could not be stored); `busy` names the items
     being computed and those taken next, in the same event, so that no request sees the loader
-    between two items and computes one a second time."""
-    derivation = Derivation(entry, lambda: tables, worker)
+    between two items and computes one a second time. `computed`: items already computed from the same
+    tables (store_trace's `meanwhile`), stored first, by this process, before the lanes start."""
+    derivation = Derivation(entry, lambda: tables, worker, computed=computed)
+    wanted = _with_needs(names)
+    early = [n for n in LOAD_ORDER if n in (computed or {}) and n in wanted and n != "views"]
     derivation.get("views")
-    plan = _Plan(entry, worker, _with_needs(names), lanes=2 if helper else 1)
+    plan = _Plan(entry, worker, wanted, lanes=2 if helper else 1, taken=early)
     on_event(("ready", plan.busy()))
+    for name in early:
+        derivation.get(name)
+        plan.done(name, lambda: on_event(("stored", name, *derivation.stored_as(name), plan.busy())))
 
     def run_lane(compute: Callable[[str], tuple[str | None, FileId | None]]) -> None:
         while (name := plan.take()) is not None:
@@ -258,10 +274,11 @@ class _Plan:
     """Which items a loader still computes, handed to its lanes in LOAD_ORDER, each once its inputs
     are stored."""
 
-    def __init__(self, entry: Entry, worker: str, wanted: set[str], lanes: int) -> None:
+    def __init__(self, entry: Entry, worker: str, wanted: set[str], lanes: int, taken: list[str]) -> None:
+        """`taken`: items the caller stores before any lane starts (each told with done())."""
         self.entry, self.worker, self.lanes = entry, worker, lanes
-        self.pending = [n for n in LOAD_ORDER if n in wanted and n != "views"]
-        self.running: list[str] = []
+        self.pending = [n for n in LOAD_ORDER if n in wanted and n != "views" and n not in taken]
+        self.running: list[str] = list(taken)
         self.stopped = False
         self._changed = threading.Condition()
         self._refresh()

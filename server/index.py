@@ -74,7 +74,7 @@ def index_trace(path: str, size: int, mtime: float, worker: str, store: str,
         entry, tables = store_trace(path, size, mtime, [local], max_bytes=max_bytes, shared=shared)
         if entry is None:
             return Indexed(path, "failed", f"cannot write the store {local}")
-        wanted = load_items(entry)
+        wanted = load_items(entry.rows.get("events", 0))
         if all(tag(name, worker) in entry.item_tags().get(name, ()) for name in wanted):
             return Indexed(path, "present")
         derive(entry, tables, worker, lambda event: None, wanted)

@@ -42,11 +42,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from multiprocessing.util import Finalize
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import pyarrow as pa
 
-from .derived import LOAD_ORDER, compute_stored, current_items, derive, load_items
+from .derived import LOAD_ORDER, Derivation, compute_stored, current_items, derive, load_items
 from .loaders import Loaders, end_loader, submit, watch_parent
 from .loaders import report as report_to_server
 from .logdir import Run, TraceFile, discover, display_url, is_remote, readable
@@ -56,6 +56,7 @@ from .trace.decode import TraceFormatError
 from .trace.entry import Entry, discard, entry_key, sweep
 from .trace.load import store_trace
 from .trace.parallel import Helpers, helper_count, small_pages
+from .trace.tables import TraceTables
 from .trace.shared import local_stores, open_entry_from
 
 log = logging.getLogger("profboard")
@@ -264,7 +265,7 @@ class TraceStore:
             entry, current = None, set()
         if entry is not None and "views" in current:
             self._ready(fs, entry)
-            if set(load_items(entry)) - current:
+            if set(load_items(entry.rows.get("events", 0))) - current:
                 self._submit(fs, entry)  # stale items: the loader computes them, in the background
             return
         self._submit(fs, entry)
@@ -521,28 +522,45 @@ def _load(task: int, path: str, size: int, mtime: float, worker: str, stores: li
         except Exception as exc:  # a damaged table: parse the trace again
             discard(entry.folder, str(exc), path)
             entry = None
+    computed: dict[str, Any] = {}
     if entry is None:
         entry, _ = store_trace(path, size, mtime, stores, max_bytes=max_bytes, on_progress=report,
-                               helpers=_helpers_for(size), shared=shared)
+                               helpers=_helpers_for(size), shared=shared,
+                               meanwhile=partial(_derive_parsed, worker, computed))
+        del _  # the parsed tables: the stored ones, mapped, serve the rest (their pages are the page cache's)
         if entry is None:
             raise OSError(f"no store folder could be written ({', '.join(stores)})")
-        if (helpers := _live_helpers()) is not None:
-            # Helpers import only what parsing needs, to take their first piece sooner; what computing
-            # derived items needs, now, while this process opens the entry.
-            helpers.pool.submit(importlib.import_module, derive.__module__)
-        # The parsed tables go; the stored ones, mapped, serve the derived data: their pages are the
-        # page cache's, not this process's (0.7 GB less at the peak for the Llama trace).
         _give_back_memory()
         tables = entry.tables()
-    names = load_items(entry)
+    names = load_items(entry.rows.get("events", 0))
     # A big trace's items are computed two at a time when its parse had helpers: they idle meanwhile.
     helpers = _live_helpers() if names == LOAD_ORDER else None
     # The items' big arrays are written once and read a few times: faulting in huge pages for them cost
     # more than they give (the Llama trace's layout: 2.4 s, 0.7 s without).
     with small_pages():
         derive(entry, tables, worker, lambda event: report(("ready", entry, *event[1:]) if event[0] == "ready" else event),
-               names, helper=None if helpers is None else partial(_on_helper, helpers, entry, worker))
+               names, helper=None if helpers is None else partial(_on_helper, helpers, entry, worker),
+               computed=computed)
     return entry
+
+
+def _derive_parsed(worker: str, computed: dict[str, Any], tables: TraceTables, written: Callable[[], bool]) -> None:
+    """While the trace's entry is written (store_trace's `meanwhile`): its first items in load order,
+    computed from the parsed tables into `computed`, until the entry is written (derive stores them)."""
+    if (helpers := _live_helpers()) is not None:
+        # Helpers import only what parsing needs, to take their first piece sooner; what computing
+        # derived items needs, now, while they idle.
+        helpers.pool.submit(importlib.import_module, derive.__module__)
+    derivation = Derivation(None, lambda: tables, worker)
+    try:
+        with small_pages():
+            for name in load_items(len(tables.events)):
+                if written():
+                    break
+                derivation.get(name)
+    except Exception as exc:  # noqa: BLE001 derive computes it again from the stored tables, and tells the error
+        log.debug("computing %s items from the parsed tables failed: %s: %s", worker, type(exc).__name__, exc)
+    computed.update(derivation.values)
 
 
 def _on_helper(helpers: Helpers, entry: Entry, worker: str, name: str) -> Future:

@@ -79,6 +79,53 @@ def test_derive_reports_ready_first_then_each_item(tmp_path):
     assert events == [("ready", ())]
 
 
+def test_items_computed_while_the_entry_is_written_are_stored_first_and_not_again(tmp_path):
+    """store_trace's `meanwhile` gets the parsed tables while another thread writes their entry; items
+    computed there from the parsed tables are what derive stores (the loader's path: store._derive_parsed)."""
+    st = TRANSFORMER.stat()
+    seen = {}
+
+    def meanwhile(parsed, written):
+        derivation = Derivation(None, lambda: parsed, "worker0")
+        derivation.get("overview")
+        seen.update(derivation.values)
+        deadline = time.monotonic() + 30
+        while not written():  # the entry's writer ends, and says so
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    entry, tables = store_trace(str(TRANSFORMER), st.st_size, st.st_mtime, [str(tmp_path)], meanwhile=meanwhile)
+    assert entry is not None and set(seen) == {"steps", "breakdown", "optree", "overview"}
+    events = []
+    derive(entry, tables, "worker0", events.append, computed=seen)
+    early = [n for n in derived.LOAD_ORDER if n in seen]
+    assert events[0] == ("ready", (*early, "layout")), "requests wait for the computed items and the next one"
+    assert [e[1] for e in events[1:len(early) + 1]] == early, "the computed items are stored first, in load order"
+    assert events[len(early)][4] == ("op_instances",)
+    read = Derivation(entry, lambda: pytest.fail("an item was computed instead of read"), "worker0")
+    for name in early:
+        assert read.get(name) is not seen[name]
+        assert_identical(seen[name], read.get(name), name)
+    alone = Derivation(None, lambda: tables, "worker0")
+    for name in STORED:
+        assert_identical(alone.get(name), read.get(name), name)
+
+
+def test_an_entry_that_cannot_be_written_meanwhile_is_logged_and_none(tmp_path, monkeypatch, caplog):
+    from profboard.server.trace import load
+
+    def broken(store, key, tables):
+        raise OSError("disk full")
+    monkeypatch.setattr(load, "write_entry", broken)
+    ran = []
+    st = TRANSFORMER.stat()
+    with caplog.at_level(logging.WARNING, logger="profboard"):
+        entry, tables = store_trace(str(TRANSFORMER), st.st_size, st.st_mtime, [str(tmp_path)],
+                                    meanwhile=lambda parsed, written: ran.append(parsed))
+    assert entry is None and ran == [tables] and len(tables.events) > 0
+    assert any("cannot write the store entry" in r.getMessage() and "disk full" in r.getMessage()
+               for r in caplog.records)
+
+
 def test_a_helper_computes_items_beside_the_loader(tmp_path):
     """Two lanes: each item once, each after what it is made from, the same values as computed in one
     process; the items a request must wait for are those computed and those taken next."""
@@ -116,11 +163,11 @@ def test_a_helper_that_fails_leaves_its_item_to_the_loader(tmp_path, caplog):
 def test_a_small_trace_gets_at_load_only_what_lists_it_and_what_other_workers_read(tmp_path, monkeypatch):
     entry, tables = stored_trace(TRANSFORMER, tmp_path)
     assert entry.rows["events"] < derived.LOAD_ALL_ROWS
-    assert derived.load_items(entry) == ("views", "steps", "breakdown", "summary")
-    derive(entry, tables, "worker0", lambda event: None, derived.load_items(entry))
+    assert derived.load_items(entry.rows["events"]) == ("views", "steps", "breakdown", "summary")
+    derive(entry, tables, "worker0", lambda event: None, derived.load_items(entry.rows["events"]))
     assert current_items(entry, "worker0") == {"views", "steps", "breakdown", "summary"}
     monkeypatch.setattr(derived, "LOAD_ALL_ROWS", entry.rows["events"])
-    assert derived.load_items(entry) == derived.LOAD_ORDER
+    assert derived.load_items(entry.rows["events"]) == derived.LOAD_ORDER
 
 
 def test_a_new_version_recomputes_only_its_item_and_those_made_from_it(tmp_path, monkeypatch):
