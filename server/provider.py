@@ -21,14 +21,12 @@ back what it reads.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
 from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-import numpy as np
 import pandas as pd
 
 from .analysis.callstacks import Stacks
@@ -39,6 +37,7 @@ from .analysis.optree import OpTree
 from .analysis.steps import Steps
 from .analysis.timeline import Layout
 from .derived import Derivation
+from .sizes import held_bytes
 from .trace.entry import Entry, FileId, discard
 from .trace.tables import TraceTables
 
@@ -269,49 +268,6 @@ class Budget:
             if held and victim.drop():
                 log.info("memory budget: let go of %s (%.0f MB)", victim.entry.folder, held / 1e6)
                 total -= held
-
-
-def held_bytes(value: Any) -> int:
-    """Bytes a value holds in this process: arrays over memory of their own (not views on a mapped
-    file, which is the OS's), Python objects by their size, walking containers."""
-    seen: dict[int, Any] = {}  # holding what it saw, so that no id is reused meanwhile
-
-    def size(v: Any) -> int:
-        if id(v) in seen:
-            return 0
-        seen[id(v)] = v
-        if isinstance(v, np.ndarray):
-            return _array_bytes(v) + (sum(size(x) for x in v.ravel()) if v.dtype == object else 0)
-        if isinstance(v, pd.DataFrame):
-            return sum(size(_values(v.iloc[:, i])) for i in range(v.shape[1]))
-        if isinstance(v, pd.Categorical):
-            return _array_bytes(v._codes) + int(v.categories.memory_usage(deep=True))
-        if isinstance(v, pd.api.extensions.ExtensionArray):
-            return int(v.nbytes)
-        if isinstance(v, dict):
-            return sys.getsizeof(v) + sum(size(k) + size(x) for k, x in v.items())
-        if isinstance(v, (list, tuple, set)):
-            return sys.getsizeof(v) + sum(size(x) for x in v)
-        if isinstance(v, TraceTables):
-            return sum(size(getattr(v, name)) for name in ("events", "memory", "flows", "counters"))
-        if hasattr(v, "__dataclass_fields__"):
-            return sys.getsizeof(v) + sum(size(getattr(v, f)) for f in v.__dataclass_fields__)
-        return sys.getsizeof(v)
-
-    return size(value)
-
-
-def _values(column: pd.Series) -> Any:
-    return column.array if isinstance(column.dtype, pd.CategoricalDtype) or not isinstance(column.dtype, np.dtype) \
-        else column.to_numpy()
-
-
-def _array_bytes(array: np.ndarray) -> int:
-    base = array
-    while isinstance(base, np.ndarray) and base.base is not None:
-        base = base.base
-    # A chain that ends in another object's buffer (an Arrow buffer over a mapped file) holds no memory of its own.
-    return int(array.nbytes) if isinstance(base, np.ndarray) else 0
 
 
 def run_view(workers: dict[str, TraceProvider], key: tuple, stored_only: bool) -> dict[str, Any] | None:

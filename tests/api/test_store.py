@@ -22,7 +22,8 @@ from profboard.server import derived
 from profboard.server.analysis.distributed import distributed
 from profboard.server.analysis.overview import overview
 from profboard.server.derived import ITEMS, Derivation, current_items, derive, tag
-from profboard.server.provider import Budget, TraceProvider, held_bytes
+from profboard.server.provider import Budget, TraceProvider
+from profboard.server.sizes import held_bytes
 from profboard.server.trace.load import store_trace
 from values import assert_identical
 
@@ -97,9 +98,10 @@ def test_items_computed_while_the_entry_is_written_are_stored_first_and_not_agai
     assert entry is not None and set(seen) == {"steps", "breakdown", "optree", "overview"}
     events = []
     derive(entry, tables, "worker0", events.append, computed=seen)
-    early = [n for n in derived.LOAD_ORDER if n in seen]
+    early = [e[1] for e in events[1:len(seen) + 1]]
+    assert sorted(early) == sorted(seen), "the computed items are stored first"
+    assert early.index("overview") < early.index("optree"), "smallest first: the overview before the operator tree"
     assert events[0] == ("ready", (*early, "layout")), "requests wait for the computed items and the next one"
-    assert [e[1] for e in events[1:len(early) + 1]] == early, "the computed items are stored first, in load order"
     assert events[len(early)][4] == ("op_instances",)
     read = Derivation(entry, lambda: pytest.fail("an item was computed instead of read"), "worker0")
     for name in early:
