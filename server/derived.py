@@ -13,9 +13,11 @@ a second time.
 trace has: the trace is ready once they are known), then the overview and what it is made from
 (the first page a user opens), the operator calls (the page opened next, most often), the
 timeline's items, then the summary that the Distributed view and the findings across ranks of
-the run's other workers read (a run of one worker, the most common, never needs it). A big trace's
-loader computes two items at a time, on the helper process its parse had; a small trace gets at
-load only its views and its summary (`load_items`).
+the run's other workers read (a run of one worker, the most common, never needs it). While a parsed
+trace's entry is written, the loader computes the first items from the parsed tables (server/store.py
+`_derive_parsed`; derive stores them first, smallest first); then a big trace's loader computes two
+items at a time, on the helper process its parse had; a small trace gets at load only its views and
+its summary (`load_items`).
 
 `Derivation` gets the items of one trace, each once: from memory, else from the entry, else
 computed from the tables and the items it needs, and stored.
