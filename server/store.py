@@ -463,8 +463,9 @@ _worker_helpers: Helpers | None = None
 LOADERS_IDLE_S = 10.0
 # How long close() waits for killed loaders to be reaped.
 _LOADER_EXIT_S = 1.0
-# Files from this size up get helpers: a gzip file this big inflates past parallel.PARALLEL_MIN_BYTES.
-HELPERS_MIN_FILE_BYTES = 16 << 20
+# Files from this size up are big: they get helpers (a gzip file this big inflates past
+# parallel.PARALLEL_MIN_BYTES), and their loader gives the memory of their tables back to the OS.
+BIG_FILE_BYTES = 16 << 20
 
 
 def _live_helpers() -> Helpers | None:
@@ -476,7 +477,7 @@ def _helpers_for(size: int) -> Helpers | None:
     """This worker's helpers, started on its first big file; none on a single core."""
     global _worker_helpers
     count = helper_count()
-    if _live_helpers() is None and size >= HELPERS_MIN_FILE_BYTES and count > 0:
+    if _live_helpers() is None and size >= BIG_FILE_BYTES and count > 0:
         _worker_helpers = Helpers.start(count, initializer=partial(watch_parent, os.getpid()))
         # A loader that leaves (its pool shut down when idle) waits for its children before the exit step
         # that would stop the helpers' pool: it waited for them forever, and the server's exit for it.
@@ -494,12 +495,15 @@ def _load_in_worker(task: int, path: str, size: int, mtime: float, worker: str, 
     try:
         return _load(task, path, size, mtime, worker, stores, max_bytes, entry, shared)
     finally:
-        _give_back_memory()
+        if size >= BIG_FILE_BYTES:
+            _give_back_memory()
 
 
 def _give_back_memory() -> None:
-    """Return the memory of a load's tables to the OS while the worker idles: glibc and Arrow keep
-    freed memory for later (the worker held 1.0 GB after loading the 853 MB Llama trace; 0.1 GB so)."""
+    """Return the memory of a big load's tables to the OS while the worker idles: glibc and Arrow keep
+    freed memory for later (the worker held 1.0 GB after loading the 853 MB Llama trace; 0.1 GB so).
+    Not after a small one: the full garbage collection took 45 ms, a quarter of a small trace's load
+    (256 ranks of 8 MB: twice per trace), for memory the next load reuses."""
     gc.collect()
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
@@ -530,7 +534,8 @@ def _load(task: int, path: str, size: int, mtime: float, worker: str, stores: li
         del _  # the parsed tables: the stored ones, mapped, serve the rest (their pages are the page cache's)
         if entry is None:
             raise OSError(f"no store folder could be written ({', '.join(stores)})")
-        _give_back_memory()
+        if size >= BIG_FILE_BYTES:
+            _give_back_memory()
         tables = entry.tables()
     names = load_items(entry.rows.get("events", 0))
     # A big trace's items are computed two at a time when its parse had helpers: they idle meanwhile.
