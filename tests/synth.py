@@ -383,6 +383,41 @@ def ddp_rank(rank: int, late: dict[int, float] | None = None, skip: set[tuple[in
     return t
 
 
+# A DDP job where one rank sleeps every step (see slow_rank_run).
+SLOW_STEP_US = 100_000
+SLEEP_US = 30_000
+BUCKETS_AT = (10_000, 45_000, 80_000)   # host entry of each bucket's all-reduce, from the step start
+
+
+def slow_rank_run(world: int = 4, slow: int = 1, sleep_us: float = SLEEP_US, steps: int = 3,
+                  missed: int = 0) -> dict[str, Trace]:
+    """Traces of a DDP job, by worker name: rank `slow` sleeps `sleep_us` before each step (outside
+    its ProfilerStep), so its steps start `sleep_us` after the others' and it enters every bucket's
+    all-reduce that much later; the others' kernels wait for it (all end TRANSFER_US after its
+    kernel starts). Steps last SLOW_STEP_US + sleep_us on every rank. `missed`: the slow rank's
+    trace begins after the job's first `missed` all-reduces (its profiler started late), 1 ms
+    before the next one, with a shortened first step."""
+    period = SLOW_STEP_US + sleep_us
+    traces = {}
+    for rank in range(world):
+        t = Trace(pid=100 + rank)
+        t.distributed(rank, world)
+        t.device(id=rank)
+        shift = sleep_us if rank == slow else 0.0
+        for n in range(1, steps + 1):
+            base = (n - 1) * period
+            skip = missed if rank == slow and n == 1 else 0
+            begin = base + shift + (BUCKETS_AT[skip] - 1000 if skip else 0)
+            t.step(n, begin, base + shift + period - begin)
+            t.launch(begin + 500, 5, begin + 510, 5000, device=rank)        # compute kernel
+            for k, at in enumerate(BUCKETS_AT[skip:], start=skip):
+                entry = base + shift + at
+                kernel_end = base + sleep_us + at + 10 + TRANSFER_US
+                t.collective(entry, 40, entry + 10, kernel_end - entry - 10, nelems=25_000 * (k + 1), device=rank)
+        traces[f"worker{rank}"] = t
+    return traces
+
+
 def rule_context(trace: Trace, **fields: Any):
     """The recommendations Context of a synthetic trace, built as the overview builds it
     (`fields`: the Context's optional fields)."""

@@ -27,15 +27,19 @@ are then combined (`combine`). Steps are found per worker as in the Overview.
    `nccl:*` op's input tensors (elements x element size, summed over inputs, as the
    reference). Latency: the call's GPU kernel time (a gloo call: its host time). The call
    belongs to the step its host op starts in (a gloo call, which runs on a worker thread
-   when its queue reaches it: the step it ends in), and to the process group its
-   `record_param_comms` names ("" when the trace does not say, as in PyTorch 1.x). The run's
+   when its queue reaches it: the step it ends in, a step's own end included), and to the
+   process group its `record_param_comms` names ("" when the trace does not say, as in
+   PyTorch 1.x). The run's
    process groups (name, description, ranks) come from the workers' `distributedInfo`.
    `record_param_comms` ops that launched nothing (`wait`) are not calls.
-5. Data transfer vs synchronizing, and stragglers: see the Stragglers note. Per step,
-   transfer and wait sum those of the calls made in the step; "unattributed" is the
-   step's communication time no aligned call accounts for (kernels tied to no call, such
-   as one launched before the trace began), so transfer + wait + unattributed = the
-   step's communication time (computation overlap included) unless calls cross steps.
+5. Data transfer vs synchronizing, and stragglers: see the Stragglers note (calls are matched
+   across ranks over the whole trace; steps are only for reporting). Per step of a rank, a
+   call counts its wait as its first wait_us and its transfer as its last transfer_us: a call
+   inside the step counts them whole, one crossing the step's edges the part inside it. Neither
+   exceeds the step's communication time (computation overlap included; calls on several
+   streams at once can sum to more), transfer first; "unattributed" is the rest, which no
+   matched call accounts for (kernels tied to no call, such as one launched before the trace
+   began), so transfer + wait + unattributed = the step's communication time.
 6. Communication ops per rank and collective name: calls, total/avg size, total/avg latency,
    total/avg data transfer time (over the aligned calls).
 7. Step comparison: each rank's Overview step breakdown averaged over its steps.
@@ -66,7 +70,7 @@ from .steps import Steps, detect_steps, step_of
 from .stragglers import align_calls, stragglers
 
 # Version of the summary the trace's store keeps (server/derived.py): bump when it changes.
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
 
 # Bytes per element of the `Input type` strings PyTorch writes for tensors.
 ELEMENT_BYTES = {
@@ -121,9 +125,12 @@ def worker_identity(name: str, tables: TraceTables) -> dict[str, Any]:
     return {"worker": name, "rank": rank, "world_size": world, "backend": backend, "assumed": assumed}
 
 
-def settle_ranks(identities: list[dict[str, Any]]) -> list[str]:
-    """Give workers without a rank (or sharing one) the next free ranks in name order, and
-    the world size where it is missing; returns warnings. Mutates the identities."""
+def settle_ranks(given: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Copies of the identities (same order) in which workers without a rank (or sharing one)
+    get the next free ranks in name order, and the world size where it is missing; and
+    warnings. The given identities are left as they are: they are the workers' stored
+    summaries, which other combinations of workers read too."""
+    identities = [{**ident, "assumed": list(ident["assumed"])} for ident in given]
     warnings = []
     seen: set[int] = set()
     pending = []
@@ -144,7 +151,7 @@ def settle_ranks(identities: list[dict[str, Any]]) -> list[str]:
         if ident["world_size"] is None:
             ident["world_size"] = n
             ident["assumed"].append("world size = number of workers")
-    return warnings
+    return identities, warnings
 
 
 def topology_entry(name: str, tables: TraceTables) -> dict[str, Any]:
@@ -386,7 +393,8 @@ def _place_in_steps(calls: pd.DataFrame, steps: Steps) -> pd.DataFrame:
     # A host collective (gloo) runs on a worker thread whenever its queue gets to it, maybe in a
     # later step than the one that asked for it; it ends when every rank has joined, so its end
     # says which step it completes on each rank.
-    idx = step_of(steps, np.where(calls["on_host"].to_numpy(dtype=bool), calls["cpu_end"].to_numpy(), cpu_ts))
+    on_host = calls["on_host"].to_numpy(dtype=bool)
+    idx = np.where(on_host, _step_ending(steps, calls["cpu_end"].to_numpy()), step_of(steps, cpu_ts))
     inside = idx >= 0
     names = np.array(steps.names, dtype=object)
     start = np.where(inside, steps.starts[np.maximum(idx, 0)], np.nan)
@@ -395,6 +403,15 @@ def _place_in_steps(calls: pd.DataFrame, steps: Steps) -> pd.DataFrame:
     calls["cpu_arrival_us"] = cpu_ts - start
     calls["gpu_arrival_us"] = calls["gpu_ts"].to_numpy() - start
     return calls
+
+
+def _step_ending(steps: Steps, ends: np.ndarray) -> np.ndarray:
+    """Index of the step each end time falls in, a step's own end included (a collective that
+    ends as its step does belongs to it, not to the next one), -1 outside all."""
+    idx = np.searchsorted(steps.ends, ends, side="left")
+    inside = idx < len(steps.ends)
+    inside[inside] = steps.starts[idx[inside]] < ends[inside]
+    return np.where(inside, idx, -1)
 
 
 def _call_warnings(events: pd.DataFrame, calls: pd.DataFrame, unlinked: int) -> list[str]:
@@ -437,30 +454,44 @@ def comm_ops(calls: pd.DataFrame) -> dict[int, list[dict[str, Any]]]:
     return out
 
 
-def step_waits(calls: pd.DataFrame) -> dict[int, dict[str, tuple[float, float]]]:
-    """Per rank and step: the transfer_us and wait_us summed over its calls (aligned, with `rank`;
-    NaN where no call has one)."""
-    out: dict[int, dict[str, tuple[float, float]]] = {}
-    if calls.empty:
-        return out
-    sums = calls.groupby(["rank", "step_name"])[["transfer_us", "wait_us"]].sum(min_count=1)
-    for (rank, step), transfer, wait in zip(sums.index, sums["transfer_us"].to_numpy(), sums["wait_us"].to_numpy()):
-        out.setdefault(int(rank), {})[step] = (transfer, wait)
-    return out
-
-
-def wait_and_transfer(sums: dict[str, tuple[float, float]], overlap_rows: list[dict[str, Any]]) -> dict[str, Any]:
+def wait_and_transfer(calls: pd.DataFrame, overlap_rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Per step of one rank: communication time split into transfer_us, wait_us and
     unattributed_us (definition 5), with communication_us the step's communication time;
-    `sums` is the rank's `step_waits`."""
+    `calls` are the rank's aligned calls (with `transfer_us` and `wait_us`)."""
+    timed = calls[np.isfinite(calls["transfer_us"].to_numpy(dtype=np.float64))]
+    ts, end, wait, transfer = (timed[c].to_numpy(dtype=np.float64) for c in ("gpu_ts", "gpu_end", "wait_us", "transfer_us"))
+    windows = (np.array([r["start_us"] for r in overlap_rows], dtype=np.float64),
+               np.array([r["end_us"] for r in overlap_rows], dtype=np.float64))
+    # A call waits first (until the last rank arrives), then moves data: its first wait_us, its last transfer_us.
+    moved_in = _per_window(end - transfer, end, transfer, windows)
+    waited_in = _per_window(ts, ts + wait, wait, windows)
     rows = []
-    for row in overlap_rows:
+    for row, moved, waited in zip(overlap_rows, moved_in, waited_in):
         comm = (row["communication_us"] or 0.0) + (row["overlapping_us"] or 0.0)
-        transfer, wait = (float(np.nan_to_num(v)) for v in sums.get(row["step"], (0.0, 0.0)))
-        rows.append({"step": row["step"], "communication_us": comm, "transfer_us": transfer, "wait_us": wait,
-                     "unattributed_us": max(comm - transfer - wait, 0.0)})
+        # Calls on several streams at once, or kernels with gaps between them, can add up to more
+        # than the step's communication time: the parts never exceed it.
+        moved = min(float(moved), comm)
+        waited = min(float(waited), comm - moved)
+        rows.append({"step": row["step"], "communication_us": comm, "transfer_us": moved, "wait_us": waited,
+                     "unattributed_us": comm - moved - waited})
     frame = pd.DataFrame(rows, columns=["step", "communication_us", "transfer_us", "wait_us", "unattributed_us"])
     return {"steps": [clean_row(r) for r in rows], "average": _average(frame)}
+
+
+def _per_window(starts: np.ndarray, ends: np.ndarray, amounts: np.ndarray,
+                windows: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Per window, the amounts of the ranges inside it, and the part inside it of those crossing
+    its edges (a range inside one window counts its amount as it is: sums stay exact)."""
+    lo, hi = windows
+    out = np.zeros(len(lo))
+    if not len(lo) or not len(starts):
+        return out
+    first = np.searchsorted(lo, starts, side="right") - 1
+    inside = (first >= 0) & (ends <= hi[np.maximum(first, 0)]) & (starts >= lo[np.maximum(first, 0)])
+    np.add.at(out, first[inside], amounts[inside])
+    for start, stop in zip(starts[~inside], ends[~inside]):
+        out += np.clip(np.minimum(hi, stop) - np.maximum(lo, start), 0.0, None)
+    return out
 
 
 def step_comparison(breakdown: pd.DataFrame) -> dict[str, Any]:
@@ -503,33 +534,39 @@ def summarize_worker(name: str, tables: TraceTables, steps: Steps | None = None,
 
 def combine(summaries: list[WorkerSummary]) -> dict[str, Any]:
     """The Distributed view's data from every worker's summary (ranks in rank order)."""
-    identities = [s.identity for s in summaries]
-    warnings = settle_ranks(identities)
-    by_rank = sorted(summaries, key=lambda s: s.identity["rank"])
-    aligned = align_calls({s.identity["rank"]: s.calls for s in by_rank})
-    waits, ops = step_waits(aligned), comm_ops(aligned)
+    identities, warnings = settle_ranks([s.identity for s in summaries])
+    pairs = sorted(zip(identities, summaries), key=lambda p: p[0]["rank"])
+    identities = [ident for ident, _ in pairs]
+    by_rank = [s for _, s in pairs]
+    aligned = align_calls({ident["rank"]: s.calls for ident, s in pairs})
+    ops = comm_ops(aligned)
+    calls_of = dict(iter(aligned.groupby("rank"))) if len(aligned) else {}
 
-    def per_rank(s: WorkerSummary, **parts: Any) -> dict[str, Any]:
-        return {"rank": s.identity["rank"], "worker": s.identity["worker"], **parts}
+    def per_rank(ident: dict[str, Any], **parts: Any) -> dict[str, Any]:
+        return {"rank": ident["rank"], "worker": ident["worker"], **parts}
 
-    ranks = [{"rank": s.identity["rank"], "worker": s.identity["worker"]} for s in by_rank]
-    overlap_rows = [per_rank(s, **s.overlap) for s in by_rank]
-    wait_rows = [per_rank(s, **wait_and_transfer(waits.get(s.identity["rank"], {}), s.overlap["steps"]))
-                 for s in by_rank]
-    late = stragglers(aligned, ranks, {s.identity["rank"]: s.mean_step_us for s in by_rank})
+    ranks = [per_rank(ident) for ident in identities]
+    overlap_rows = [per_rank(ident, **s.overlap) for ident, s in pairs]
+    wait_rows = [per_rank(ident, **wait_and_transfer(calls_of.get(ident["rank"], aligned.iloc[:0]), s.overlap["steps"]))
+                 for ident, s in pairs]
+    late = stragglers(aligned, ranks, {ident["rank"]: s.mean_step_us for ident, s in pairs})
+    unmatched = sum(u["unaligned"] for u in late["unaligned"]["calls"])
+    if unmatched and len(pairs) > 1:
+        warnings.append(f"{unmatched} collective call(s) could not be matched with another rank's (a rank's trace "
+                        "began or ended at another call, or the ranks made different calls)")
     missing = missing_ranks(identities)
     if missing:
         warnings.append(missing_warning(missing, max(i["world_size"] for i in identities)))
     return {
-        "ranks": [s.identity for s in by_rank],
+        "ranks": identities,
         "missing_ranks": missing,
-        "topology": topology(identities, {s.identity["worker"]: s.topology for s in by_rank}),
+        "topology": topology(identities, {ident["worker"]: s.topology for ident, s in pairs}),
         "groups": merge_groups([s.groups for s in by_rank]),
         "overlap": overlap_rows,
         "wait": wait_rows,
-        "comm_ops": [per_rank(s, rows=ops.get(s.identity["rank"], [])) for s in by_rank],
+        "comm_ops": [per_rank(ident, rows=ops.get(ident["rank"], [])) for ident in identities],
         "stragglers": late,
-        "comparison": [per_rank(s, **s.comparison) for s in by_rank],
+        "comparison": [per_rank(ident, **s.comparison) for ident, s in pairs],
         "distribution": rank_measures(overlap_rows, wait_rows, late["ranks"]),
         "warnings": warnings + _worker_warnings(by_rank),
     }

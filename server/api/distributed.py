@@ -119,6 +119,8 @@ class StragglerRank(BaseModel):
     median_delay_us: float | None
     mean_delay_us: float | None
     max_delay_us: float | None
+    held_per_step_us: float | None = Field(description="Median over steps of the time this rank, last into "
+                                           "collectives, held the others up (its delay beyond the next latest rank's)")
     mean_step_us: float | None
 
 

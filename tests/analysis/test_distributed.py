@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from profboard.server.analysis.distributed import (collective_calls, distributed, overlap, settle_ranks,
-                                                   worker_identity)
+from profboard.server.analysis.distributed import (collective_calls, combine, distributed, overlap, settle_ranks,
+                                                   summarize_worker, worker_identity)
 from profboard.server.analysis.steps import detect_steps
 from synth import CALLS_AT, NCCL_ALLREDUCE, STEP_US, TRANSFER_US, Trace, ddp_rank, parse
 
@@ -67,10 +67,22 @@ def test_settle_ranks_replaces_pids_and_duplicates_in_name_order():
         {"worker": "a", "rank": 0, "world_size": 3, "backend": None, "assumed": []},
         {"worker": "b", "rank": 0, "world_size": 3, "backend": None, "assumed": []},
     ]
-    warnings = settle_ranks(idents)
-    assert [i["rank"] for i in idents] == [2, 0, 1]    # free ranks 1, 2 go to b, vm_908 (name order)
-    assert idents[0]["world_size"] == 3 and "world size = number of workers" in idents[0]["assumed"]
+    settled, warnings = settle_ranks(idents)
+    assert [i["rank"] for i in settled] == [2, 0, 1]    # free ranks 1, 2 go to b, vm_908 (name order)
+    assert settled[0]["world_size"] == 3 and "world size = number of workers" in settled[0]["assumed"]
     assert len(warnings) == 2
+    assert [(i["rank"], i["world_size"], len(i["assumed"])) for i in idents] == [(908, None, 1), (0, 3, 0), (0, 3, 0)]
+
+
+def test_combining_leaves_the_workers_summaries_as_they_were():
+    # The API keeps each worker's summary: combining workers 1+2, then 1+2+3, must give the
+    # first two the world size 3 the second time (it gave them 2: settle_ranks wrote into them).
+    summaries = {f"worker{r}": summarize_worker(f"worker{r}", parse(ddp_rank(r, info=False).build())) for r in range(3)}
+    pair = combine([summaries["worker0"], summaries["worker1"]])
+    assert [r["world_size"] for r in pair["ranks"]] == [2, 2]
+    three = combine(list(summaries.values()))
+    assert [r["world_size"] for r in three["ranks"]] == [3, 3, 3]
+    assert all(s.identity["world_size"] is None for s in summaries.values())
 
 
 def test_run_without_distributed_info_uses_names():
@@ -197,6 +209,18 @@ def test_gloo_calls_belong_to_the_step_they_end_in():
     (occurrence,) = s["occurrences"]
     assert occurrence["step"] == "2" and occurrence["basis"] == "cpu" and occurrence["last_ranks"] == [1]
     assert [a["delay_us"] for a in occurrence["arrivals"]] == [0.0, 150.0]
+
+
+def test_gloo_call_ending_with_its_step_is_inside_it():
+    # As in the reference's gloo unit tests: an all-reduce that ends exactly where step 1 ends
+    # (and step 2 starts) belongs to step 1, not to step 2 nor outside every step.
+    t = Trace()
+    t.step(1, 0, 1000)
+    t.step(2, 1000, 1000)
+    t.op("gloo:all_reduce", 900, 100, input_dims=[[4]], tid=7)
+    t.op("gloo:all_reduce", 1900, 100, input_dims=[[4]], tid=7)     # ends with the last step
+    calls, warnings = calls_of(t)
+    assert calls["step_name"].tolist() == ["1", "2"] and not any("outside every step" in w for w in warnings)
 
 
 # --- transfer and waiting, comm ops ----------------------------------------------------------
@@ -326,8 +350,8 @@ def test_delay_needs_no_shared_step_start():
     for n, base in ((1, 0), (2, STEP_US)):
         t.step(n, base - 400, STEP_US + 400) if n == 1 else t.step(n, base, STEP_US)
         t.launch(base + 20, 5, base + 30, 60, device=1)
-        for at in CALLS_AT:
-            t.collective(base + at, 40, base + at + 10, TRANSFER_US, nelems=1000, device=1)
+        for k, at in enumerate(CALLS_AT):
+            t.collective(base + at, 40, base + at + 10, TRANSFER_US, nelems=1000 * (k + 1), device=1)
     s = run(traces)["stragglers"]
     assert s["collectives"] == 6 and s["decided"] == 0 and s["stragglers"] == []
     first = s["occurrences"][0]["arrivals"]

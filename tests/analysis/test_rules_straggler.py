@@ -61,3 +61,13 @@ def test_ranks_late_together_are_named_together():
 def test_one_worker_never_gets_the_finding():
     found = overview(parse(ddp_rank(0, {0: 400.0}).build()))["recommendations"]
     assert "straggler" not in {f["id"] for f in found}
+
+
+def test_each_straggler_quotes_its_own_numbers():
+    # Ranks 1 and 3 come 300 and 300.5 us late (a tie: both last everywhere, both named). Read
+    # on each, the finding quotes that rank's delay; read on rank 0, the one holding up longest.
+    late = {1: 300.0, 3: 300.5}
+    on = {r: findings(late, on=r)[0]["numbers"] for r in (0, 1, 3)}
+    assert {r: (n["quoted_rank"], n["median_delay_us"]) for r, n in on.items()} == {
+        0: (3, 300.5), 1: (1, 300.0), 3: (3, 300.5)}
+    assert all(n["straggler_ranks"] == [1, 3] for n in on.values())

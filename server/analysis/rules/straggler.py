@@ -2,12 +2,14 @@
 
 Needs the run's other workers (the Distributed view's straggler analysis; see Stragglers):
 a run of one worker never gets this finding.
-1. A straggler is named: the rank(s) last into the most collectives, last into at least
-   LAST_SHARE of the collectives with a decided order (MIN_DECIDED or more).
+1. A straggler is named: the Distributed view names the rank(s) whose lateness is material
+   (Stragglers, definition 4: judged by how long they hold the others up, not by how often
+   they are last), among MIN_DECIDED or more collectives with a decided order.
 2. It costs something: the other ranks' median waiting time per step (synchronizing time in
    their collectives) is at least WAIT_SHARE of their median step time; high from HIGH_WAIT_SHARE.
-The finding says which rank is late whichever worker it is read on. Evidence: this worker's own
-calls of the collectives with the widest spread of arrivals.
+The finding says which rank is late whichever worker it is read on; read on a straggler, it
+quotes that rank's own numbers. Evidence: this worker's own calls of the collectives with the
+widest spread of arrivals.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from ..recommendations import Finding, finding
+from ..stragglers import DELAY_SHARE, HELD_SHARE
 
-LAST_SHARE = 0.5
 MIN_DECIDED = 3
 WAIT_SHARE = 0.05
 HIGH_WAIT_SHARE = 0.20
@@ -50,7 +52,7 @@ def straggler(findings: list[Finding], view: dict[str, Any], worker: str | None)
 def _straggler(view: dict[str, Any], worker: str | None) -> list[Finding]:
     found = view["stragglers"]
     named = found["stragglers"]
-    if not named or found["decided"] < MIN_DECIDED or (named[0]["last_ratio"] or 0.0) < LAST_SHARE:
+    if not named or found["decided"] < MIN_DECIDED:
         return []
     late = {r["rank"] for r in named}
     wait = {w["rank"]: (w["average"].get("wait_us") or 0.0) for w in view["wait"]}
@@ -64,12 +66,14 @@ def _straggler(view: dict[str, Any], worker: str | None) -> list[Finding]:
         return []
 
     me = next((r["rank"] for r in view["ranks"] if r["worker"] == worker), None)
-    first = named[0]
+    # Read on a straggler, its own numbers; elsewhere, the straggler's that holds the others up longest.
+    first = next((r for r in named if r["rank"] == me), named[0])
     who = " and ".join(f"rank {r['rank']} ({r['worker']})" for r in named)
-    delay = f"a median {first['median_delay_us'] / 1000:,.1f} ms after the first rank"
+    delay = (f"a median {first['median_delay_us'] / 1000:,.1f} ms after the first rank, holding the others up "
+             f"{first['held_per_step_us'] / 1000:,.1f} ms a step")
     if me in late:
         title = (f"This rank is {'the' if len(named) == 1 else 'a'} straggler: last into {first['times_last']} of {found['decided']} collectives, "
-                 f"{delay}; the others wait {others_wait / 1000:,.1f} ms a step ({share:.0%}) for it")
+                 f"{delay}; the others wait {others_wait / 1000:,.1f} ms a step ({share:.0%})")
     else:
         verb = "reaches" if len(named) == 1 else "reach"
         title = (f"{who[0].upper()}{who[1:]} {verb} the collectives late ({first['times_last']} of "
@@ -84,8 +88,9 @@ def _straggler(view: dict[str, Any], worker: str | None) -> list[Finding]:
         "straggler", "high" if share >= HIGH_WAIT_SHARE else "medium", title, detail,
         numbers={"straggler_ranks": sorted(late), "times_last": first["times_last"], "decided": found["decided"],
                  "last_ratio": first["last_ratio"], "median_delay_us": first["median_delay_us"],
+                 "held_per_step_us": first["held_per_step_us"], "quoted_rank": first["rank"],
                  "others_wait_us": round(others_wait, 3), "others_step_us": round(others_step, 3),
                  "wait_share_ratio": round(share, 6), "this_rank": me},
-        thresholds={"last_ratio": LAST_SHARE, "decided": MIN_DECIDED, "wait_share_ratio": WAIT_SHARE,
-                    "high_wait_share_ratio": HIGH_WAIT_SHARE},
+        thresholds={"decided": MIN_DECIDED, "wait_share_ratio": WAIT_SHARE, "high_wait_share_ratio": HIGH_WAIT_SHARE,
+                    "delay_share_ratio": DELAY_SHARE, "held_share_ratio": HELD_SHARE},
         evidence=_evidence(found["occurrences"], me))]
