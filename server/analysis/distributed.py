@@ -454,12 +454,23 @@ def comm_ops(calls: pd.DataFrame) -> dict[int, list[dict[str, Any]]]:
     return out
 
 
-def wait_and_transfer(calls: pd.DataFrame, overlap_rows: list[dict[str, Any]]) -> dict[str, Any]:
+TIMED = ["gpu_ts", "gpu_end", "wait_us", "transfer_us"]
+
+
+def timed_calls(aligned: pd.DataFrame) -> dict[int, np.ndarray]:
+    """Per rank, the TIMED columns of its matched calls (those with a transfer time), as
+    wait_and_transfer reads them."""
+    values = aligned[TIMED].to_numpy(dtype=np.float64)
+    matched = np.isfinite(values[:, 3])
+    rows = pd.Series(aligned["rank"].to_numpy()[matched]).groupby(aligned["rank"].to_numpy()[matched]).indices
+    return {int(rank): values[matched][at] for rank, at in rows.items()}
+
+
+def wait_and_transfer(timed: np.ndarray, overlap_rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Per step of one rank: communication time split into transfer_us, wait_us and
     unattributed_us (definition 5), with communication_us the step's communication time;
-    `calls` are the rank's aligned calls (with `transfer_us` and `wait_us`)."""
-    timed = calls[np.isfinite(calls["transfer_us"].to_numpy(dtype=np.float64))]
-    ts, end, wait, transfer = (timed[c].to_numpy(dtype=np.float64) for c in ("gpu_ts", "gpu_end", "wait_us", "transfer_us"))
+    `timed` holds the rank's `timed_calls`."""
+    ts, end, wait, transfer = timed.reshape(-1, len(TIMED)).T
     windows = (np.array([r["start_us"] for r in overlap_rows], dtype=np.float64),
                np.array([r["end_us"] for r in overlap_rows], dtype=np.float64))
     # A call waits first (until the last rank arrives), then moves data: its first wait_us, its last transfer_us.
@@ -540,15 +551,15 @@ def combine(summaries: list[WorkerSummary]) -> dict[str, Any]:
     by_rank = [s for _, s in pairs]
     aligned = align_calls({ident["rank"]: s.calls for ident, s in pairs})
     ops = comm_ops(aligned)
-    calls_of = dict(iter(aligned.groupby("rank"))) if len(aligned) else {}
+    timed = timed_calls(aligned)
 
     def per_rank(ident: dict[str, Any], **parts: Any) -> dict[str, Any]:
         return {"rank": ident["rank"], "worker": ident["worker"], **parts}
 
     ranks = [per_rank(ident) for ident in identities]
     overlap_rows = [per_rank(ident, **s.overlap) for ident, s in pairs]
-    wait_rows = [per_rank(ident, **wait_and_transfer(calls_of.get(ident["rank"], aligned.iloc[:0]), s.overlap["steps"]))
-                 for ident, s in pairs]
+    wait_rows = [per_rank(ident, **wait_and_transfer(timed.get(ident["rank"], np.empty((0, len(TIMED)))),
+                                                     s.overlap["steps"])) for ident, s in pairs]
     late = stragglers(aligned, ranks, {ident["rank"]: s.mean_step_us for ident, s in pairs})
     unmatched = sum(u["unaligned"] for u in late["unaligned"]["calls"])
     if unmatched and len(pairs) > 1:
