@@ -30,8 +30,8 @@
    all-gather, reduce-scatter, all-to-all, barrier) count: in a rooted one (broadcast,
    reduce, send/recv) the root may leave before the others arrive, so its short time says
    nothing about when it came.
-4. Stragglers, judged by size: per rank, `held_per_step_us` is the median over steps of the
-   time it held the others up in the step's collectives. A rank is named only when its
+4. Stragglers, judged by size: per rank, `held_per_step_us` is the median, over the steps
+   that compared collectives are reported in, of the time it held the others up in them. A rank is named only when its
    lateness is material: its median delay is at least DELAY_SHARE of the run's median step
    AND it held the others up at least HELD_SHARE of the step; named ranks are ranked by
    `held_per_step_us`, not by how often they were last (`times_last`, kept for reading).
@@ -208,7 +208,8 @@ def stragglers(calls: pd.DataFrame, ranks: list[dict[str, Any]], step_us: dict[i
     with np.errstate(all="ignore"):
         next_latest = np.nan_to_num(np.nanmax(others, axis=1), nan=0.0) if len(times) else np.empty(0)
     held = np.where(last, delay - next_latest[:, None], 0.0)
-    held_steps = pd.DataFrame(held, columns=order).groupby(busy["step"].to_numpy()).sum()
+    in_step = busy["step"].to_numpy() != ""    # a collective no rank placed in a step has no step to count in
+    held_steps = pd.DataFrame(held[in_step], columns=order).groupby(busy["step"].to_numpy()[in_step]).sum()
     run_step = _median([v for v in step_us.values() if v])
     per_rank = [_rank_row(rank, worker[rank], delay[:, i], int(last[:, i].sum()), int(counted.sum()),
                           step_us.get(rank), held_steps[rank] if len(held_steps) else pd.Series(dtype=float))
