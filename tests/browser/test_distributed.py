@@ -109,8 +109,9 @@ def test_distributed_headline_names_rank_1(dist, api, shots, run):
     expect(headline).to_have_attribute("data-ranks", "1")
     expect(headline).to_have_attribute("data-tone", "alert")
     expect(headline).to_have_text(
-        f"Rank 1 ({worker}) arrives last at {straggler['times_last']} of {s['decided']} collectives, "
-        f"a median {fmt_us(straggler['median_delay_us'])} (up to {fmt_us(straggler['max_delay_us'])}) after the first rank.")
+        f"Rank 1 ({worker}) holds the others up {fmt_us(straggler['held_per_step_us'])} a step and arrives a median "
+        f"{fmt_us(straggler['median_delay_us'])} (up to {fmt_us(straggler['max_delay_us'])}) after the first rank, "
+        f"last at {straggler['times_last']} of {s['decided']} collectives.")
 
     # One table row per rank, rank 1's marked; the chart's delay bars are the API's medians.
     rows = dist.part("rank-table").locator("tbody tr")
@@ -262,7 +263,7 @@ def test_distributed_fsdp_notes_unequal_call_counts(dist, api):
         expect(note).to_contain_text(f"{m['name']}: the ranks made different numbers of calls ({counts})")
     # The view still draws everything else.
     worker = next(r["worker"] for r in data["ranks"] if r["rank"] == 1)
-    expect(dist.part("straggler-headline")).to_contain_text(f"Rank 1 ({worker}) arrives last")
+    expect(dist.part("straggler-headline")).to_contain_text(f"Rank 1 ({worker}) holds the others up")
     expect(dist.part("overlap-chart").locator(".main-svg").first).to_be_attached()
     # API warnings are shown.
     expect(dist.part("warnings")).to_be_visible()

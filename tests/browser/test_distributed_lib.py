@@ -18,10 +18,10 @@ def dv(blank_page):
     return module_runner(blank_page, {"dv": "lib/distview.js"})
 
 
-def row(rank, times_last=0, median=0.0, mean=0.0, maximum=0.0, step=1000.0, worker=None):
+def row(rank, times_last=0, median=0.0, mean=0.0, maximum=0.0, step=1000.0, worker=None, held=None):
     return {"rank": rank, "worker": worker or f"w{rank}", "collectives": 10, "times_last": times_last,
             "last_ratio": None, "median_delay_us": median, "mean_delay_us": mean, "max_delay_us": maximum,
-            "mean_step_us": step}
+            "mean_step_us": step, "held_per_step_us": held}
 
 
 def stragglers(ranks, named, collectives=10, decided=10, occurrences=(), unaligned=None):
@@ -35,18 +35,19 @@ def js(value) -> str:
 
 
 @pytest.mark.parametrize("s, text, ranks", [
-    (stragglers([row(0), row(1, 7, 9777.5, 8000, 16096)], {1}),
-     "Rank 1 (w1) arrives last at 7 of 10 collectives, a median 9.78 ms (up to 16.1 ms) after the first rank.", [1]),
-    # median and max print alike: no "up to"
+    (stragglers([row(0), row(1, 7, 9777.5, 8000, 16096, held=77_800)], {1}),
+     "Rank 1 (w1) holds the others up 77.8 ms a step and arrives a median 9.78 ms (up to 16.1 ms) after the first "
+     "rank, last at 7 of 10 collectives.", [1]),
+    # median and max print alike: no "up to"; no held time (an older server): no cost said
     (stragglers([row(0), row(1, 10, 2500, 2500, 2500)], {1}),
-     "Rank 1 (w1) arrives last at 10 of 10 collectives, a median 2.50 ms after the first rank.", [1]),
+     "Rank 1 (w1) arrives a median 2.50 ms after the first rank, last at 10 of 10 collectives.", [1]),
     # 2 of 10 collectives were ties: 8 decided
-    (stragglers([row(0), row(1, 8, 500, 500, 500)], {1}, decided=8),
-     "Rank 1 (w1) arrives last at 8 of 8 collectives, a median 500 us after the first rank "
-     "(the other 2 collectives ended in a tie).", [1]),
-    (stragglers([row(0), row(1, 5, 1500, 1, 1500), row(2, 5, 2000, 1, 2000)], {1, 2}),
-     "Ranks 1 (w1) and 2 (w2) each arrive last at 5 of 10 collectives, a median 1.50 ms and 2.00 ms after the first rank.",
-     [1, 2]),
+    (stragglers([row(0), row(1, 8, 500, 500, 500, held=4000)], {1}, decided=8),
+     "Rank 1 (w1) holds the others up 4.00 ms a step and arrives a median 500 us after the first rank, last at 8 of 8 "
+     "collectives (the other 2 collectives ended in a tie).", [1]),
+    (stragglers([row(0), row(1, 5, 1500, 1, 1500, held=3000), row(2, 5, 2000, 1, 2000, held=1000)], {1, 2}),
+     "Ranks 1 (w1) and 2 (w2) hold the others up 3.00 ms and 1.00 ms a step and arrive a median 1.50 ms and 2.00 ms "
+     "after the first rank.", [1, 2]),
     (stragglers([row(0), row(1)], set(), collectives=4, decided=0),
      "Nobody stands out: every rank arrives together at all 4 collectives.", []),
     (stragglers([row(0)], set(), collectives=0, decided=0),

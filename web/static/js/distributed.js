@@ -112,8 +112,9 @@ async function drawStragglers(root, data, selection, picked) {
           attrs: { href: viewHref("overview", { run: selection.run, worker: row.worker, span: selection.span }) } }) },
       { key: "times_last", label: "Times last", numeric: true, title: "Collectives this rank entered last (ties count for each)",
         format: (v, row) => `${formatCount(v)}${row.last_ratio === null || row.last_ratio === undefined ? "" : ` (${formatRatio(row.last_ratio, 0)})`}` },
+      timeColumn("held_per_step_us", "Holds others up", "Per step (median): how long the other ranks waited for this one alone, "
+        + "at the collectives it entered last; a rank is named a straggler by this time"),
       timeColumn("median_delay_us", "Median delay", "How much later than the earliest rank it entered, median over the collectives"),
-      timeColumn("mean_delay_us", "Mean delay"),
       timeColumn("max_delay_us", "Max delay"),
       timeColumn("mean_step_us", "Mean step"),
     ],

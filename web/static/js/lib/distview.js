@@ -25,7 +25,7 @@ import { layout } from "./plot.js";
  * @typedef {{rank: number, worker: string, rows: CommOp[]}} RankCommOps
  * @typedef {{rank: number, worker: string, collectives: number, times_last: number, last_ratio: number|null,
  *            median_delay_us: number|null, mean_delay_us: number|null, max_delay_us: number|null,
- *            mean_step_us: number|null}} StragglerRow
+ *            mean_step_us: number|null, held_per_step_us?: number|null}} StragglerRow
  * @typedef {{rank: number, arrival_us: number, start_us?: number, end_us?: number, delay_us: number}} Arrival
  * @typedef {{step: string, group?: string, name: string, index: number, basis: string, spread_us: number,
  *            last_ranks: number[], arrivals: Arrival[]}} Occurrence
@@ -107,7 +107,8 @@ function upTo(row) {
 }
 
 /**
- * The sentence the view opens with: who arrives last at the collectives, how often and by how much;
+ * The sentence the view opens with: which rank holds the others up at the collectives and by how much
+ * a step (what it costs them: how stragglers are judged), how late it arrives and how often last;
  * or that nobody stands out, or that nothing could be compared. `tone` is "alert" when a rank is named.
  * @param {Stragglers} s
  * @returns {{text: string, tone: "alert"|"calm", ranks: number[]}}
@@ -127,25 +128,39 @@ export function stragglerHeadline(s) {
   if (named.length === 1) {
     return {
       tone: "alert", ranks: [first.rank],
-      text: `${rankLabel(first.rank)} (${first.worker}) arrives last at ${of}, a median `
-        + `${formatUs(first.median_delay_us)}${upTo(first)} after the first rank${tail}.`,
+      text: `${rankLabel(first.rank)} (${first.worker})${holds([first], "holds")} arrives a median `
+        + `${formatUs(first.median_delay_us)}${upTo(first)} after the first rank, last at ${of}${tail}.`,
     };
   }
   if (named.length > NAMED_STRAGGLERS) {
-    // A thousand ranks: the count, the ranks as runs, and the range of their median delays.
+    // A thousand ranks: the count, the ranks as runs, and the ranges of what they cost and of their median delays.
     const delays = named.map((r) => r.median_delay_us).filter(isNumber);
+    const held = named.map((r) => r.held_per_step_us);
+    const cost = held.every(isNumber)
+      ? ` hold the others up ${formatUs(Math.min(...held))} to ${formatUs(Math.max(...held))} a step and` : "";
     return {
       tone: "alert", ranks: named.map((r) => r.rank),
-      text: `${formatCount(named.length)} ranks (${rankSpans(named.map((r) => r.rank), NAMED_STRAGGLERS)}) each arrive last `
-        + `at ${of}, a median ${formatUs(Math.min(...delays))} to ${formatUs(Math.max(...delays))} after the first rank${tail}.`,
+      text: `${formatCount(named.length)} ranks (${rankSpans(named.map((r) => r.rank), NAMED_STRAGGLERS)})${cost} `
+        + `arrive a median ${formatUs(Math.min(...delays))} to ${formatUs(Math.max(...delays))} after the first rank${tail}.`,
     };
   }
   const who = joinWords(named.map((r) => `${r.rank} (${r.worker})`));
   const delays = joinWords(named.map((r) => formatUs(r.median_delay_us)));
   return {
     tone: "alert", ranks: named.map((r) => r.rank),
-    text: `Ranks ${who} each arrive last at ${of}, a median ${delays} after the first rank${tail}.`,
+    text: `Ranks ${who}${holds(named, "hold")} arrive a median ${delays} after the first rank${tail}.`,
   };
+}
+
+/**
+ * " holds the others up 3.55 ms a step and" for the named ranks (their `held_per_step_us`), when known.
+ * @param {StragglerRow[]} rows
+ * @param {string} verb
+ */
+function holds(rows, verb) {
+  const held = rows.map((r) => r.held_per_step_us);
+  if (!held.every(isNumber)) return "";
+  return ` ${verb} the others up ${joinWords(held.map(formatUs))} a step and`;
 }
 
 /**
