@@ -40,6 +40,17 @@ def _loading(base: str) -> bool:
     return bool(runs) and runs[0]["status"] == "loading"
 
 
+def _start_server(logdir: Path, tmp_path: Path) -> tuple[subprocess.Popen, int, Path]:
+    """The real `profboard` on `logdir`, in a session of its own, its output in a log file."""
+    port = free_port()
+    log = tmp_path / "profboard.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen([sys.executable, "-m", "profboard.server.cli", "--logdir", str(logdir),
+                                   "--port", str(port), "--cache-dir", str(tmp_path / "cache")],
+                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    return server, port, log
+
+
 # Ctrl-C in a terminal signals the whole foreground process group; `kill` and `docker stop` the server alone.
 HOW = {"ctrl-c": (signal.SIGINT, True), "sigint": (signal.SIGINT, False), "sigterm": (signal.SIGTERM, False)}
 
@@ -49,12 +60,7 @@ def test_server_stops_within_2s_while_a_big_trace_loads(big_logdir: Path, tmp_pa
     from profboard.server.trace.parallel import helper_count
 
     sig, whole_group = HOW[how]
-    port = free_port()
-    log = tmp_path / "profboard.log"
-    with open(log, "wb") as out:
-        server = subprocess.Popen([sys.executable, "-m", "profboard.server.cli", "--logdir", str(big_logdir),
-                                   "--port", str(port), "--cache-dir", str(tmp_path / "cache")],
-                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    server, port, log = _start_server(big_logdir, tmp_path)
     tree: list[int] = []
     try:
         # The server, the resource tracker, a loader and its helpers, which it starts as it takes the file.
@@ -89,12 +95,7 @@ def test_one_trace_is_loaded_by_one_loader(big_logdir: Path, tmp_path: Path):
     the parse needed and then idled."""
     from profboard.server.trace.parallel import helper_count
 
-    port = free_port()
-    log = tmp_path / "profboard.log"
-    with open(log, "wb") as out:
-        server = subprocess.Popen([sys.executable, "-m", "profboard.server.cli", "--logdir", str(big_logdir),
-                                   "--port", str(port), "--cache-dir", str(tmp_path / "cache")],
-                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    server, port, log = _start_server(big_logdir, tmp_path)
     seen: set[int] = set()
     try:
         deadline = time.monotonic() + 60
