@@ -67,6 +67,7 @@ from .overview import gpu_properties, device_of_kernels, step_breakdown
 from .records import clean_row
 from .rankdist import missing_ranks, missing_warning, rank_measures
 from .steps import Steps, detect_steps, step_of
+from .collectives import collective_report, delay_map
 from .stragglers import align_calls, stragglers
 
 # Version of the summary the trace's store keeps (server/derived.py): bump when it changes.
@@ -568,15 +569,18 @@ def combine(summaries: list[WorkerSummary]) -> dict[str, Any]:
     missing = missing_ranks(identities)
     if missing:
         warnings.append(missing_warning(missing, max(i["world_size"] for i in identities)))
+    groups = merge_groups([s.groups for s in by_rank])
     return {
         "ranks": identities,
         "missing_ranks": missing,
         "topology": topology(identities, {ident["worker"]: s.topology for ident, s in pairs}),
-        "groups": merge_groups([s.groups for s in by_rank]),
+        "groups": groups,
         "overlap": overlap_rows,
         "wait": wait_rows,
         "comm_ops": [per_rank(ident, rows=ops.get(ident["rank"], [])) for ident in identities],
         "stragglers": late,
+        "collectives": collective_report(aligned, {g["name"]: g["size"] for g in groups if g["size"]}),
+        "delay_map": delay_map(aligned, [ident["rank"] for ident in identities]),
         "comparison": [per_rank(ident, **s.comparison) for ident, s in pairs],
         "distribution": rank_measures(overlap_rows, wait_rows, late["ranks"]),
         "warnings": warnings + _worker_warnings(by_rank),

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
+from ..analysis import collectives as collectives_analysis
 from ..analysis import distributed as distributed_analysis
 from ..analysis import rankdist
 from ..analysis import stragglers as stragglers_analysis
@@ -178,6 +179,41 @@ class Stragglers(BaseModel):
     unaligned: Unaligned
 
 
+class CollectiveRow(BaseModel):
+    """Matched collectives of one type, message size and group size (collectives' definitions 1-4)."""
+
+    type: str = Field(description="all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, "
+                      "send_recv, barrier or other")
+    names: list[str] = Field(description="The calls' own names")
+    size_bytes: int | None = Field(description="nccl-tests' message size (all_gather: input bytes x group size)")
+    group_size: int
+    count: int
+    transfer_us: float = Field(description="Summed over the collectives: the shortest duration among the ranks")
+    median_transfer_us: float
+    wait_us: float = Field(description="Summed over the collectives: the longest duration minus the shortest")
+    median_wait_us: float
+    algbw_gbps: float | None = Field(description="size x count / transfer_us")
+    busbw_gbps: float | None = Field(description="algbw x NCCL's factor for the type and group size")
+
+
+class DelayColumn(BaseModel):
+    group: str
+    match: int
+    name: str
+    spread_us: float
+
+
+class DelayMap(BaseModel):
+    """Rank x collective arrival delays (collectives' definition 5)."""
+
+    rows: list[list[int]] = Field(description="Per row, its first and last rank (consecutive ranks fold into "
+                                  "one row, their largest delay, beyond max_rows ranks)")
+    columns: list[DelayColumn] = Field(description="The widest-spread symmetric collectives, in call order")
+    delay_us: list[list[float | None]] = Field(description="rows x columns")
+    max_rows: int
+    max_columns: int
+
+
 class StepBreakdown(BaseModel):
     total_us: float | None
     kernel_us: float | None
@@ -228,6 +264,8 @@ class Distributed(BaseModel):
     wait: list[RankWait]
     comm_ops: list[RankCommOps]
     stragglers: Stragglers
+    collectives: list[CollectiveRow] = Field(description="The collective report: per type and message size")
+    delay_map: DelayMap
     comparison: list[RankComparison]
     distribution: list[RankMeasures] = Field(description="Every rank's measures, in rank order, for a "
                                              "histogram or heat strip over all ranks")
@@ -238,7 +276,7 @@ class Distributed(BaseModel):
 
 router = APIRouter(tags=["distributed"])
 VIEW = View("distributed", "Distributed", router, has_communication, about_of(distributed_analysis, stragglers_analysis,
-                                                                                    rankdist),
+                                                                                    collectives_analysis, rankdist),
             all_workers=True)
 
 
@@ -251,7 +289,8 @@ def get_distributed(picked: SpanSelection = Depends(select_span),
     """Every worker's span `span` side by side: identity (rank, world size, backend, and what
     was assumed), topology (nodes, processes, GPUs), computation/communication overlap per step,
     data transfer versus waiting per step, communication ops per rank, stragglers (who arrives
-    last at the collectives and by how much), each rank's step breakdown, every rank's measures
+    last at the collectives and by how much), the collective report with bandwidths and the
+    rank x collective delay map, each rank's step breakdown, every rank's measures
     (`distribution`), the `top` worst ranks by `sort` and the ranks the run lacks."""
     view = distributed_of(picked)
     assert view is not None  # every summary is computed when missing

@@ -88,3 +88,21 @@ def test_distributed_ranks_default_worst_and_bad_parameters(api, body):
         response = api.get("/api/distributed", {"run": RUN, **params})
         assert response.status_code == 400, (params, response.text)
         assert response.json()["error"]["code"] == "bad_parameter"
+
+
+def test_distributed_ranks_collective_report_and_delay_map(body):
+    assert body["collectives"] and {r["type"] for r in body["collectives"]} == {"all_reduce"}
+    for row in body["collectives"]:
+        n = row["group_size"]
+        assert row["algbw_gbps"] == pytest.approx(row["size_bytes"] * row["count"] / row["transfer_us"] * 1e-3,
+                                                  rel=1e-3)
+        assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 2 * (n - 1) / n, rel=1e-3)
+    delays = body["delay_map"]
+    held = [r["rank"] for r in body["ranks"]]
+    assert delays["rows"] == [[r, r] for r in held]     # 8 ranks: below max_rows, one row each
+    assert len(delays["delay_us"]) == len(held)
+    assert all(len(values) == len(delays["columns"]) for values in delays["delay_us"])
+    # Copies of the slow rank 1 are the late ones: each has the largest delay at some collective.
+    worst = {held[max(range(len(held)), key=lambda i: delays["delay_us"][i][j] or 0.0)]
+             for j in range(len(delays["columns"]))}
+    assert worst and all(r % 2 == 1 for r in worst)
