@@ -145,6 +145,30 @@ def test_distributed_headline_names_rank_1(dist, api, shots, run):
     assert dist.page.errors == []
 
 
+@pytest.mark.parametrize("run", each(STRAGGLER, FSDP))
+def test_distributed_collectives_card_shows_the_report_and_delay_map(dist, api, shots, run):
+    data = api(f"/api/distributed?{sel(run)}")
+    report = sorted(data["collectives"], key=lambda r: -r["transfer_us"])
+    assert report, "the run's collectives are matched"
+    dist.open(sel(run)).wait_drawn()
+    expect(dist.part("delay-map").locator(".main-svg").first).to_be_attached()
+    expect(dist.part("collective-table").locator("tbody tr")).to_have_count(len(report))
+    assert dist.column("collective-table", "Type") == [r["type"] for r in report]
+    assert dist.column("collective-table", "Count") == [f"{r['count']:,}" for r in report]
+    assert dist.column("collective-table", "busbw") == [f"{r['busbw_gbps']:.1f} GB/s" if r["busbw_gbps"] >= 10
+                                                        else f"{r['busbw_gbps']:.2f} GB/s" for r in report]
+    # The heat map: a row per rank, a column per mapped collective, the API's delays in the chart's unit.
+    delays = data["delay_map"]
+    (heat,) = dist.chart_data("delay-map")
+    divisor = float(dist.part("delay-map").get_attribute("data-divisor"))
+    assert heat["y"] == [f"Rank {first}" for first, _ in delays["rows"]]
+    assert heat["x"] == [f"#{c['match']}" for c in delays["columns"]]
+    assert all(close(None if z is None else z * divisor, v)
+               for zs, vs in zip(heat["z"], delays["delay_us"]) for z, v in zip(zs, vs))
+    dist.part("collectives-card").screenshot(path=str(shots / f"distributed_collectives_{run.name}.png"))
+    assert dist.page.errors == []
+
+
 @pytest.mark.parametrize("run", RANKED_RUNS)
 def test_distributed_rank_charts_match_the_api_and_follow_the_step_picker(dist, api, run):
     data = api(f"/api/distributed?{sel(run)}")

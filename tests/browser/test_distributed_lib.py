@@ -211,3 +211,24 @@ def test_process_groups_are_named_only_when_several_are_in_play(dv):
         "Step 4, group 1, nccl:all_gather: the ranks made different numbers of calls (rank 0 2 and rank 1 1); "
         "the first ones were matched."]
     assert dv(f"dv.unalignedLines({js(mismatch)}, {js(GROUPS[1:])})")[0].startswith("Step 4, nccl:all_gather:")
+
+
+@pytest.mark.parametrize("gbps, text", [(147.478, "147.5 GB/s"), (3.14159, "3.14 GB/s"), (None, "n/a")])
+def test_bandwidth_text(dv, gbps, text):
+    assert dv(f"dv.formatBandwidth({js(gbps)})") == text
+
+
+def test_delay_map_chart_rows_columns_and_units(dv):
+    delay_map = {"rows": [[0, 0], [1, 3]], "max_rows": 256, "max_columns": 64,
+                 "columns": [{"group": "0", "match": 4, "name": "nccl:all_reduce", "spread_us": 2500.0},
+                             {"group": "0", "match": 9, "name": "nccl:all_gather", "spread_us": 10.0}],
+                 "delay_us": [[0.0, None], [2500.0, 10.0]]}
+    chart = dv(f"dv.delayMapChart({js(delay_map)})")
+    (trace,) = chart["traces"]
+    assert trace["type"] == "heatmap"
+    assert trace["y"] == ["Rank 0", "Ranks 1–3"] and trace["x"] == ["#4", "#9"]
+    # The largest delay is 2.5 ms: values in ms, a missing one stays a gap.
+    assert chart["axis"]["unit"] == "ms" and chart["axis"]["divisor"] == 1000
+    assert trace["z"] == [[0.0, None], [2.5, 0.01]]
+    assert trace["customdata"][1][0] == "Ranks 1–3<br>nccl:all_reduce #4 (group 0)<br>delay 2.50 ms"
+    assert chart["layout"]["yaxis"]["autorange"] == "reversed"

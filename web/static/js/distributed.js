@@ -1,6 +1,7 @@
 /**
  * The Distributed view: every worker of a run's span side by side. Stragglers first (who arrives
- * last at the collectives, by how much, at which calls), then the topology, computation versus
+ * last at the collectives, by how much, at which calls), the collectives per type and size with
+ * their bandwidths and a rank x collective delay map, then the topology, computation versus
  * communication and data transfer versus waiting per rank (one step picker for both), each rank's
  * communication ops and its step-time breakdown. Reads `/api/distributed` (no worker: all of them).
  *
@@ -11,8 +12,8 @@
 
 import { getJSON } from "./lib/api.js";
 import {
-  AVERAGE, OVERLAP_PARTS, WAIT_PARTS, assumedLines, comparisonChart, delayChart, gpuText, groupLabel, groupLines,
-  lateWindow, manyGroups, rankLabel,
+  AVERAGE, OVERLAP_PARTS, WAIT_PARTS, assumedLines, comparisonChart, delayChart, delayMapChart, formatBandwidth,
+  gpuText, groupLabel, groupLines, lateWindow, manyGroups, rankLabel,
   rankRows, stackedRankChart, stepOptions, stragglerBasisText, stragglerHeadline, topologyMeta,
   unalignedLines, valuesAt, worstOccurrences,
 } from "./lib/distview.js";
@@ -173,6 +174,66 @@ async function drawStragglers(root, data, selection, picked) {
   const { traces, layout, delayAxis } = delayChart(s);
   chart.dataset.unit = delayAxis.unit;
   chart.dataset.divisor = String(delayAxis.divisor);
+  await draw(chart, traces, layout);
+}
+
+/**
+ * The Collectives card, built here after the Stragglers card: the report per collective type and
+ * message size with its bandwidths, and the rank x collective delay heat map (every rank, folded
+ * by the server beyond its row cap).
+ * @param {HTMLElement} root
+ * @param {Distributed} data
+ */
+async function drawCollectives(root, data) {
+  let card = root.querySelector('[data-testid="collectives-card"]');
+  if (!card) {
+    card = el("section", { class: "card", testid: "collectives-card" }, [
+      el("div", { class: "card-head" }, [
+        el("h2", { class: "card-title", text: "Collectives" }),
+        el("span", { class: "card-meta", testid: "collectives-meta" }),
+      ]),
+      el("div", { class: "table-wrap-heads", testid: "collective-report" }),
+      el("div", { class: "chart", testid: "delay-map" }),
+    ]);
+    byTestId(root, "stragglers-card").after(card);
+  }
+  const rows = data.collectives || [];
+  const map = data.delay_map;
+  const folded = map && map.rows.some(([first, last]) => first !== last);
+  byTestId(root, "collectives-meta").textContent = `${formatCount(rows.reduce((n, r) => n + r.count, 0))} matched`
+    + ` collectives${folded ? ` · map: consecutive ranks folded into ${formatCount(map.rows.length)} rows, their worst delay` : ""}`;
+  const report = byTestId(root, "collective-report");
+  if (!rows.length) emptyText(report, "No collective was matched across ranks.");
+  else {
+    report.replaceChildren(buildTable({
+      caption: "Matched collectives per type and message size",
+      testid: "collective-table",
+      sort: { key: "transfer_us", desc: true },
+      columns: [
+        { key: "type", label: "Type", cellClass: "cell-mono", title: "The calls' names reduced to NCCL's collective types",
+          render: (row) => el("span", { text: row.type, title: row.names.join(", ") }) },
+        bytesColumn("size_bytes", "Size", "nccl-tests' message size: the whole buffer (all_gather: input x group size)"),
+        countColumn("group_size", "Ranks", "The process group's size (n in the bus bandwidth factor)"),
+        countColumn("count", "Count", "Collectives matched across ranks"),
+        timeColumn("transfer_us", "Transfer", "Summed: each collective's shortest time among the ranks (moving data)"),
+        timeColumn("median_transfer_us", "Median transfer"),
+        timeColumn("wait_us", "Wait", "Summed: each collective's longest time among the ranks minus its shortest (skew)"),
+        { key: "algbw_gbps", label: "algbw", numeric: true, format: (v) => formatBandwidth(v),
+          title: "Algorithm bandwidth: size x count / transfer" },
+        { key: "busbw_gbps", label: "busbw", numeric: true, format: (v) => formatBandwidth(v),
+          title: "Bus bandwidth: algbw x NCCL's factor (all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n; others 1)" },
+      ],
+      rows,
+    }));
+  }
+  const chart = byTestId(root, "delay-map");
+  if (!map || !map.columns.length) {
+    showEmpty(chart, "No symmetric collective was matched across ranks: no delays to map.");
+    return;
+  }
+  const { traces, layout, axis } = delayMapChart(map);
+  chart.dataset.unit = axis.unit;
+  chart.dataset.divisor = String(axis.divisor);
   await draw(chart, traces, layout);
 }
 
@@ -367,7 +428,8 @@ export async function mount(root, params, { signal } = {}) {
   drawTopology(root, data);
   const choice = choiceOf(params);
   const redraw = setupRankControls(root, data, choice, (c) => drawShown(root, data, selection, c, params.step, redraw));
-  await Promise.all([drawRankStrip(root, data, choice, redraw), drawShown(root, data, selection, choice, params.step, redraw)]);
+  await Promise.all([drawRankStrip(root, data, choice, redraw), drawShown(root, data, selection, choice, params.step, redraw),
+    drawCollectives(root, data)]);
 }
 
 /**

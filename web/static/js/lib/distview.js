@@ -5,7 +5,7 @@
  */
 
 import { CATEGORY_COLORS } from "../overview.js";
-import { STEP_CATEGORIES, formatBytes, formatCount, formatUs, timeAxis } from "./format.js";
+import { NA, STEP_CATEGORIES, formatBytes, formatCount, formatUs, timeAxis } from "./format.js";
 import { layout } from "./plot.js";
 
 /**
@@ -35,10 +35,15 @@ import { layout } from "./plot.js";
  * @typedef {{collectives: number, decided: number, basis: Record<string, number>, ranks: StragglerRow[],
  *            stragglers: StragglerRow[], occurrences: Occurrence[], unaligned: Unaligned}} Stragglers
  * @typedef {{rank: number, worker: string, steps: number, average: Record<string, number>}} RankComparison
+ * @typedef {{type: string, names: string[], size_bytes: number|null, group_size: number, count: number,
+ *            transfer_us: number, median_transfer_us: number, wait_us: number, median_wait_us: number,
+ *            algbw_gbps: number|null, busbw_gbps: number|null}} CollectiveRow
+ * @typedef {{rows: number[][], columns: {group: string, match: number, name: string, spread_us: number}[],
+ *            delay_us: (number|null)[][], max_rows: number, max_columns: number}} DelayMap
  * @typedef {{span: string, ranks: RankInfo[], topology: TopoNode[], groups?: ProcessGroup[], overlap: RankOverlap[],
  *            wait: RankWait[],
  *            comm_ops: RankCommOps[], stragglers: Stragglers, comparison: RankComparison[],
- *            warnings: string[]}} Distributed
+ *            collectives?: CollectiveRow[], delay_map?: DelayMap, warnings: string[]}} Distributed
  * @typedef {{key: string, label: string, color: string, title?: string}} Part
  */
 
@@ -220,6 +225,52 @@ export function delayChart(s) {
     },
   });
   return { traces, layout: chartLayout, delayAxis, stepAxis };
+}
+
+/**
+ * A bandwidth in GB/s (1e9 bytes a second, as nccl-tests reports it): 147.478 -> "147.5 GB/s".
+ * @param {number|null|undefined} gbps
+ * @returns {string}
+ */
+export function formatBandwidth(gbps) {
+  return isNumber(gbps) ? `${gbps < 10 ? gbps.toFixed(2) : gbps.toFixed(1)} GB/s` : NA;
+}
+
+/**
+ * A delay map row's label: "Rank 3", or "Ranks 0–3" for consecutive ranks folded into one row.
+ * @param {number[]} row its first and last rank
+ * @returns {string}
+ */
+export function delayRowLabel([first, last]) {
+  return first === last ? rankLabel(first) : `Ranks ${first}–${last}`;
+}
+
+/**
+ * The rank x collective delay heat map: one row per rank (or folded ranks, their worst delay),
+ * one column per collective of the widest spread, in call order; the colour is the delay.
+ * @param {DelayMap} map
+ * @returns {{traces: object[], layout: Record<string, any>, axis: {unit: string, divisor: number}}}
+ */
+export function delayMapChart(map) {
+  const axis = timeAxis(Math.max(0, ...map.delay_us.flat().filter(isNumber)));
+  const y = map.rows.map(delayRowLabel);
+  const x = map.columns.map((c) => `#${c.match}`);
+  const z = map.delay_us.map((values) => values.map((v) => (isNumber(v) ? v / axis.divisor : null)));
+  const text = map.delay_us.map((values, i) => values.map((v, j) => `${y[i]}<br>${map.columns[j].name} ${x[j]}`
+    + ` (group ${map.columns[j].group})<br>delay ${formatUs(v)}`));
+  const traces = [{
+    type: "heatmap", x, y, z, customdata: text, hovertemplate: "%{customdata}<extra></extra>", hoverongaps: false,
+    zmin: 0, colorscale: [[0, "#eef3f8"], [0.5, "#f2b45b"], [1, "#c2302e"]],
+    colorbar: { title: { text: axis.axisTitle("Delay") }, thickness: 12 },
+    xgap: x.length <= 64 ? 1 : 0, ygap: y.length <= 64 ? 1 : 0,
+  }];
+  const chartLayout = layout({
+    height: Math.min(640, Math.max(200, 90 + 18 * y.length)),   // room for the colour bar with few rows
+    margin: { l: 96, r: 16, t: 8, b: 48 },
+    xaxis: { type: "category", title: { text: "Collective (call number in its group)" }, showgrid: false },
+    yaxis: { type: "category", autorange: "reversed", showgrid: false },
+  });
+  return { traces, layout: chartLayout, axis };
 }
 
 /**
