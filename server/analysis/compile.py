@@ -61,6 +61,7 @@ from ..trace.tables import TraceTables
 from . import ranges
 from .callstacks import op_stacks, user_frame
 from .flows import Flows, build_flows
+from .launch import is_graph_launch
 from .names import name_mask
 from .optree import nest, thread_key
 from .records import clean, clean_row
@@ -311,9 +312,9 @@ def kernel_family(name: str) -> str:
 
 def launch_api(name: str) -> str:
     """How a launch call launches: `driver` (cuLaunchKernel*), `graph` (cudaGraphLaunch) or `runtime`."""
-    if name.startswith("cu") and not name.startswith("cuda"):
-        return "driver"
-    return "graph" if "Graph" in name else "runtime"
+    if is_graph_launch(name):
+        return "graph"
+    return "driver" if name.startswith("cu") and not name.startswith("cuda") else "runtime"
 
 
 def kernel_mix(tables: TraceTables) -> dict[str, Any]:

@@ -52,6 +52,19 @@ def test_graph_launch_kernels_are_not_compared_one_by_one():
     assert out["summary"]["kernel_to_launch_ratio"] is None and out["worst"] == []
 
 
+def test_a_graph_launch_of_one_kernel_is_a_graph_launch():
+    """A graph that ran a single kernel is still a graph launch, not a one-by-one launch of a short kernel."""
+    t = Trace()
+    t.step(1, 0, 100)
+    corr = t.runtime("cudaGraphLaunch", 10, 20)
+    t.kernel("triton_poi_fused_relu_0", 30, 1, correlation=corr)
+    t.launch(50, 10, 62, 2)  # a one-by-one launch beside it, of a short kernel
+    out = launch_overhead(parse(t.build()))
+    [step] = out["steps"]
+    assert (step["launches"], step["kernels"], step["short_kernels"]) == (2, 1, 1)
+    assert [(w["kernel_us"], w["launch_us"]) for w in out["worst"]] == [(2, 10)]
+
+
 def many_launches(t: Trace, kernel_us: float, count: int = 60) -> None:
     """One step of `count` launches of 8 us each, back to back, every kernel right after its call."""
     t.step(1, 0, count * 10 + 10)

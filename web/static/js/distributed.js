@@ -232,9 +232,7 @@ async function drawCollectives(root, data) {
     return;
   }
   const { traces, layout, axis } = delayMapChart(map);
-  chart.dataset.unit = axis.unit;
-  chart.dataset.divisor = String(axis.divisor);
-  await draw(chart, traces, layout);
+  await drawTimeChart(chart, { traces, layout, unit: axis.unit, divisor: axis.divisor });
 }
 
 /** @param {HTMLElement} root @param {Distributed} data */
