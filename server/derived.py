@@ -14,8 +14,8 @@ trace has: the trace is ready once they are known), then the overview and what i
 (the first page a user opens), the operator calls (the page opened next, most often), the
 timeline's items, then the summary that the Distributed view and the findings across ranks of
 the run's other workers read (a run of one worker, the most common, never needs it). While a parsed
-trace's entry is written, the loader computes the first items from the parsed tables (server/store.py
-`_derive_parsed`; derive stores them first, smallest first); then a big trace's loader computes two
+trace's entry is written, the loader computes the first items from the parsed tables (`derive_parsed`;
+derive stores them first, smallest first); then a big trace's loader computes two
 items at a time, on the helper process its parse had; a small trace gets at load only its views and
 its summary (`load_items`).
 
@@ -263,6 +263,20 @@ def derive(entry: Entry, tables: TraceTables, worker: str, on_event: Callable[[t
             lane.join()
     if failure:
         raise failure[0]
+
+
+def derive_parsed(worker: str, computed: dict[str, Any], tables: TraceTables, written: Callable[[], bool]) -> None:
+    """While a parsed trace's entry is written (trace/load.py store_trace's `meanwhile`): its items in load
+    order, computed from the parsed tables into `computed`, until `written()` (derive stores them)."""
+    derivation = Derivation(None, lambda: tables, worker)
+    try:
+        for name in load_items(len(tables.events)):
+            if written():
+                break
+            derivation.get(name)
+    except Exception as exc:  # noqa: BLE001 derive computes it again from the stored tables, and tells the error
+        log.debug("computing %s items from the parsed tables failed: %s: %s", worker, type(exc).__name__, exc)
+    computed.update(derivation.values)
 
 
 def compute_stored(entry: Entry, worker: str, name: str) -> tuple[str | None, FileId | None]:

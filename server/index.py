@@ -19,9 +19,10 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Literal
+from functools import partial
+from typing import Any, Callable, Iterable, Iterator, Literal
 
-from .derived import derive, load_items, tag
+from .derived import derive, derive_parsed, load_items, tag
 from .logdir import TraceFile, discover, is_remote
 from .trace.decode import TraceFormatError
 from .trace.load import store_trace
@@ -71,13 +72,15 @@ def index_trace(path: str, size: int, mtime: float, worker: str, store: str,
     local = tempfile.mkdtemp(prefix="profboard-index-") if shared else store
     try:
         # The entry as the store has it (a shared one copied here), else the trace parsed and stored.
-        entry, tables = store_trace(path, size, mtime, [local], max_bytes=max_bytes, shared=shared)
+        computed: dict[str, Any] = {}
+        entry, tables = store_trace(path, size, mtime, [local], max_bytes=max_bytes, shared=shared,
+                                    meanwhile=partial(derive_parsed, worker, computed))
         if entry is None:
             return Indexed(path, "failed", f"cannot write the store {local}")
         wanted = load_items(entry.rows.get("events", 0))
         if all(tag(name, worker) in entry.item_tags().get(name, ()) for name in wanted):
             return Indexed(path, "present")
-        derive(entry, tables, worker, lambda event: None, wanted)
+        derive(entry, tables, worker, lambda event: None, wanted, computed=computed)
         if shared is not None:
             publish_entry(entry, shared)
         return Indexed(path, "indexed")

@@ -46,7 +46,7 @@ from typing import Any, Callable, Literal
 
 import pyarrow as pa
 
-from .derived import LOAD_ORDER, Derivation, compute_stored, current_items, derive, load_items
+from .derived import LOAD_ORDER, compute_stored, current_items, derive, derive_parsed, load_items
 from .loaders import Loaders, end_loader, submit, watch_parent
 from .loaders import report as report_to_server
 from .logdir import Run, TraceFile, discover, display_url, is_remote, readable
@@ -550,22 +550,12 @@ def _load(task: int, path: str, size: int, mtime: float, worker: str, stores: li
 
 
 def _derive_parsed(worker: str, computed: dict[str, Any], tables: TraceTables, written: Callable[[], bool]) -> None:
-    """While the trace's entry is written (store_trace's `meanwhile`): its first items in load order,
-    computed from the parsed tables into `computed`, until the entry is written (derive stores them)."""
+    """store_trace's `meanwhile` in a loader: derived.derive_parsed, once the helpers (which import only what
+    parsing needs, to take their first piece sooner) were told to import what computing items needs."""
     if (helpers := _live_helpers()) is not None:
-        # Helpers import only what parsing needs, to take their first piece sooner; what computing
-        # derived items needs, now, while they idle.
         helpers.pool.submit(importlib.import_module, derive.__module__)
-    derivation = Derivation(None, lambda: tables, worker)
-    try:
-        with small_pages():
-            for name in load_items(len(tables.events)):
-                if written():
-                    break
-                derivation.get(name)
-    except Exception as exc:  # noqa: BLE001 derive computes it again from the stored tables, and tells the error
-        log.debug("computing %s items from the parsed tables failed: %s: %s", worker, type(exc).__name__, exc)
-    computed.update(derivation.values)
+    with small_pages():
+        derive_parsed(worker, computed, tables, written)
 
 
 def _on_helper(helpers: Helpers, entry: Entry, worker: str, name: str) -> Future:
