@@ -178,25 +178,12 @@ async function drawStragglers(root, data, selection, picked) {
 }
 
 /**
- * The Collectives card, built here after the Stragglers card: the report per collective type and
- * message size with its bandwidths, and the rank x collective delay heat map (every rank, folded
- * by the server beyond its row cap).
+ * The Collectives card: the report per collective type and message size with its bandwidths, and
+ * the rank x collective delay heat map (every rank, folded by the server beyond its row cap).
  * @param {HTMLElement} root
  * @param {Distributed} data
  */
 async function drawCollectives(root, data) {
-  let card = root.querySelector('[data-testid="collectives-card"]');
-  if (!card) {
-    card = el("section", { class: "card", testid: "collectives-card" }, [
-      el("div", { class: "card-head" }, [
-        el("h2", { class: "card-title", text: "Collectives" }),
-        el("span", { class: "card-meta", testid: "collectives-meta" }),
-      ]),
-      el("div", { class: "table-wrap-heads", testid: "collective-report" }),
-      el("div", { class: "chart", testid: "delay-map" }),
-    ]);
-    byTestId(root, "stragglers-card").after(card);
-  }
   const rows = data.collectives || [];
   const map = data.delay_map;
   const folded = map && map.rows.some(([first, last]) => first !== last);
