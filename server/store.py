@@ -103,7 +103,7 @@ class TraceStore:
         # logdir may hold thousands of traces, and the run a request asks for should load next (run()).
         self._waiting: deque[tuple[FileState, tuple]] = deque()
         self._opening: deque[tuple[FileState, tuple]] = deque()  # files for the opener thread, in turn
-        self._opener_busy = False
+        self._openers = 0  # opener threads at work on the queue
         self._loading = 0  # loads handed to the pool and not done
         self._started = 0  # loads handed to the pool so far: whether any came while loaders idled
         self._leaving: list[multiprocessing.Process] = []  # loaders let go when idle, maybe not gone yet
@@ -113,8 +113,8 @@ class TraceStore:
         # deleted at exit) with --no-cache, or when the store folder cannot be written.
         self._stores, self._shared = local_stores([settings.cache_dir] if settings.cache_dir else [])
         self._scratch: str | None = None
-        # Opening an entry reads a small file, but a logdir may hold thousands: not in the scan.
-        self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="profboard-open")
+        # Opening an entry reads a few small files, but a logdir may hold thousands: not in the scan.
+        self._opener = ThreadPoolExecutor(max_workers=OPENERS, thread_name_prefix="profboard-open")
         self.discovery_error: str | None = None
         self.discovery_notes: list[str] = []  # what the last scan noticed (server/logdir.py)
 
@@ -230,13 +230,13 @@ class TraceStore:
             self._open(fs)
 
     def _open(self, fs: FileState) -> None:
-        """Serve the file from its store entry, or load it (in the opener thread, one task for all the
-        files queued: a task each for 2,000 files took half a second of the server's start)."""
+        """Serve the file from its store entry, or load it (in opener threads, each taking the next file
+        queued: a task each for 2,000 files took half a second of the server's start)."""
         with self._queue_lock:
             _queue_up(self._opening, fs, ())
-            if self._opener_busy:
+            if self._openers >= OPENERS:
                 return
-            self._opener_busy = True
+            self._openers += 1
         try:
             self._opener.submit(self._open_queued)
         except RuntimeError:  # shut down: the server is stopping
@@ -246,7 +246,7 @@ class TraceStore:
         while True:
             with self._queue_lock:
                 if not self._opening or self._stop.is_set():
-                    self._opener_busy = False
+                    self._openers -= 1
                     return
                 fs, _ = self._opening.popleft()
             try:
@@ -458,6 +458,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
+# Threads opening store entries: on a store no longer in the page cache, opening 1,024 entries is thousands of
+# small reads, which one thread made one after another (40 s to the Distributed view of 1,024 ranks).
+OPENERS = 8
 _worker_helpers: Helpers | None = None
 # Seconds loaders idle before they leave (TraceStore._retire_loaders).
 LOADERS_IDLE_S = 10.0
