@@ -220,7 +220,9 @@ def _exit_now(code: int) -> NoReturn:
 
 
 def summary(argv: list[str]) -> int:
-    from .derived import Derivation
+    from functools import partial
+
+    from .derived import Derivation, derive_parsed
     from .logdir import discover
     from .trace.decode import TraceFormatError
     from .trace.load import store_trace
@@ -247,16 +249,11 @@ def summary(argv: list[str]) -> int:
               f"(workers: {', '.join(run.workers)})", file=sys.stderr)
         return 2
     settings = _settings(args, args.logdir)
-    computed: dict = {}
-
-    def overview_meanwhile(parsed, written) -> None:  # the overview, while the parsed trace's entry is written
-        derivation = Derivation(None, lambda: parsed, worker)
-        derivation.get("overview")
-        computed.update(derivation.values)
-
+    computed: dict = {}  # the overview, computed while the parsed trace's entry is written
     try:
         entry, tables = store_trace(trace.path, trace.size, trace.mtime, [settings.cache_dir] if settings.cache_dir else [],
-                                    max_bytes=settings.max_trace_bytes, meanwhile=overview_meanwhile)
+                                    max_bytes=settings.max_trace_bytes,
+                                    meanwhile=partial(derive_parsed, worker, computed, names=("overview",)))
     except TraceFormatError as exc:
         print(f"profboard summary: cannot read {trace.path}: {exc}", file=sys.stderr)
         return 1

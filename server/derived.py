@@ -265,12 +265,14 @@ def derive(entry: Entry, tables: TraceTables, worker: str, on_event: Callable[[t
         raise failure[0]
 
 
-def derive_parsed(worker: str, computed: dict[str, Any], tables: TraceTables, written: Callable[[], bool]) -> None:
-    """While a parsed trace's entry is written (trace/load.py store_trace's `meanwhile`): its items in load
-    order, computed from the parsed tables into `computed`, until `written()` (derive stores them)."""
+def derive_parsed(worker: str, computed: dict[str, Any], tables: TraceTables, written: Callable[[], bool],
+                  names: tuple[str, ...] | None = None) -> None:
+    """While a parsed trace's entry is written (trace/load.py store_trace's `meanwhile`): the items of `names`
+    (default: its load items) in order, with what they are made from, computed from the parsed tables into
+    `computed`, until `written()` (derive, or a Derivation given `computed`, stores them)."""
     derivation = Derivation(None, lambda: tables, worker)
     try:
-        for name in load_items(len(tables.events)):
+        for name in names or load_items(len(tables.events)):
             if written():
                 break
             derivation.get(name)
