@@ -17,10 +17,10 @@ import {
 } from "./lib/compileview.js";
 import { byTestId, el, showWarnings } from "./lib/dom.js";
 import { evidenceTarget, severityBadge, sortFindings } from "./lib/findings.js";
-import { formatCount, formatRatio, formatUs, shortKernelName } from "./lib/format.js";
+import { formatCount, formatUs, shortKernelName } from "./lib/format.js";
 import { draw, showEmpty } from "./lib/plot.js";
 import { pieLayout, pieTrace } from "./lib/pie.js";
-import { buildTable } from "./lib/table.js";
+import { buildTable, countColumn, emptyText, ratioColumn, timeColumn } from "./lib/table.js";
 import { traceHref, viewHref } from "./lib/url.js";
 
 /**
@@ -90,12 +90,6 @@ function traceColumn(selection, title) {
     render: (row) => traceAction(selection, row, title) };
 }
 
-/** @param {string} key @param {string} label @param {string} [title] @returns {Column} */
-const timeColumn = (key, label, title) => ({ key, label, numeric: true, format: (v) => formatUs(v), title });
-/** @param {string} key @param {string} label @param {string} [title] @returns {Column} */
-const countColumn = (key, label, title) => ({ key, label, numeric: true, format: (v) => formatCount(v), title });
-/** @param {string} key @param {string} label @param {string} [title] @returns {Column} */
-const ratioColumn = (key, label, title) => ({ key, label, numeric: true, format: (v) => formatRatio(v), title });
 
 /** The step column: a link to the step's range in the Trace view. @param {Selection} selection @returns {Column} */
 function stepColumn(selection) {
@@ -105,11 +99,6 @@ function stepColumn(selection) {
       ? el("a", { class: "action-link cmp-step-link", text: String(row.step), title: "Open this step in the trace view",
         attrs: { href: traceHref(selection, { start_us: row.start_us, end_us: row.end_us }) } })
       : String(row.step ?? "outside steps")) };
-}
-
-/** @param {HTMLElement} node @param {string} text */
-function emptyText(node, text) {
-  node.replaceChildren(el("p", { class: "empty", text }));
 }
 
 /** @param {HTMLElement} node @param {Card[]} cards */

@@ -21,9 +21,9 @@ import {
   PAGE_RANKS, SORTS, TOP, heatStrip, nodeLine, pickedShapes, rankPages, rowsOf, shownRanks, shownText,
 } from "./lib/rankdist.js";
 import { byTestId, el, showWarnings } from "./lib/dom.js";
-import { formatBytes, formatCount, formatRatio, formatText, formatUs } from "./lib/format.js";
+import { formatCount, formatRatio, formatText } from "./lib/format.js";
 import { draw, showEmpty } from "./lib/plot.js";
-import { buildTable } from "./lib/table.js";
+import { buildTable, bytesColumn, countColumn, emptyText, timeColumn } from "./lib/table.js";
 import { navigate, readQuery, traceHref, updateQuery, viewHref } from "./lib/url.js";
 
 /**
@@ -46,17 +46,6 @@ export function fetchDistributed({ run, span, sort }, signal) {
 
 // ---------------------------------------------------------------- draw helpers
 
-/** @param {string} key @param {string} label @param {string} [title] @returns {Column} */
-const timeColumn = (key, label, title) => ({ key, label, numeric: true, format: (v) => formatUs(v), title });
-/** @param {string} key @param {string} label @param {string} [title] @returns {Column} */
-const countColumn = (key, label, title) => ({ key, label, numeric: true, format: (v) => formatCount(v), title });
-/** @param {string} key @param {string} label @param {string} [title] @returns {Column} */
-const bytesColumn = (key, label, title) => ({ key, label, numeric: true, format: (v) => formatBytes(v), title });
-
-/** @param {HTMLElement} node @param {string} text */
-function emptyText(node, text) {
-  node.replaceChildren(el("p", { class: "empty", text }));
-}
 
 /**
  * Draws a chart and records the unit its y values are in, so that a reader (or a test) can turn

@@ -15,6 +15,7 @@ import {
 import { byTestId, el, showWarnings } from "./lib/dom.js";
 import { formatCount, formatUs } from "./lib/format.js";
 import { draw, showEmpty } from "./lib/plot.js";
+import { countColumn, emptyText, timeColumn } from "./lib/table.js";
 import { buildTreeTable } from "./lib/treetable.js";
 import { updateQuery } from "./lib/url.js";
 
@@ -52,15 +53,6 @@ export function fetchOpTree({ run, worker, span }, signal) {
 
 // ---------------------------------------------------------------- draw helpers
 
-/** @param {string} key @param {string} label @param {string} [title] @returns {Column} */
-const timeColumn = (key, label, title) => ({ key, label, numeric: true, format: (v) => formatUs(v), title });
-/** @param {string} key @param {string} label @param {string} [title] @returns {Column} */
-const countColumn = (key, label, title) => ({ key, label, numeric: true, format: (v) => formatCount(v), title });
-
-/** @param {HTMLElement} node @param {string} text @param {string} [testid] */
-function emptyText(node, text, testid) {
-  node.replaceChildren(el("p", { class: "empty", text, testid }));
-}
 
 /**
  * Wires a card's Expand all / Collapse all buttons to a tree (hidden and disabled without one).

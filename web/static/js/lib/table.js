@@ -5,6 +5,7 @@
  */
 
 import { el } from "./dom.js";
+import { formatBytes, formatCount, formatRatio, formatUs } from "./format.js";
 
 /**
  * @typedef {object} Column
@@ -20,6 +21,23 @@ import { el } from "./dom.js";
  * @property {string} [cellClass] extra class of the column's cells (header included)
  * @property {string} [title] header tooltip
  */
+
+/** @param {string} key @param {string} label @param {string} [title] @returns {Column} a time column (us in, units out) */
+export const timeColumn = (key, label, title) => ({ key, label, numeric: true, format: (v) => formatUs(v), title });
+/** @param {string} key @param {string} label @param {string} [title] @returns {Column} a count column */
+export const countColumn = (key, label, title) => ({ key, label, numeric: true, format: (v) => formatCount(v), title });
+/** @param {string} key @param {string} label @param {string} [title] @returns {Column} a size column (bytes) */
+export const bytesColumn = (key, label, title) => ({ key, label, numeric: true, format: (v) => formatBytes(v), title });
+/** @param {string} key @param {string} label @param {string} [title] @returns {Column} a 0..1 share column */
+export const ratioColumn = (key, label, title) => ({ key, label, numeric: true, format: (v) => formatRatio(v), title });
+
+/**
+ * Say, in place of a table, why there is none.
+ * @param {HTMLElement} node @param {string} text @param {string} [testid]
+ */
+export function emptyText(node, text, testid) {
+  node.replaceChildren(el("p", { class: "empty", text, testid }));
+}
 
 /** Rows a page shows when a table is paginated and the caller does not say. */
 export const PAGE_SIZE = 50;
