@@ -418,6 +418,15 @@ def slow_rank_run(world: int = 4, slow: int = 1, sleep_us: float = SLEEP_US, ste
     return traces
 
 
+def shift_clock(trace: Trace, shift_us: float) -> Trace:
+    """The same trace as recorded on a clock `shift_us` ahead (another host's): every event's
+    timestamp moved by it."""
+    for event in trace.events:
+        if "ts" in event:
+            event["ts"] += shift_us
+    return trace
+
+
 def rule_context(trace: Trace, **fields: Any):
     """The recommendations Context of a synthetic trace, built as the overview builds it
     (`fields`: the Context's optional fields)."""

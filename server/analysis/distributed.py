@@ -67,6 +67,7 @@ from .overview import gpu_properties, device_of_kernels, step_breakdown
 from .records import clean_row
 from .rankdist import missing_ranks, missing_warning, rank_measures
 from .steps import Steps, detect_steps, step_of
+from .clocks import clocks
 from .collectives import collective_report, delay_map
 from .stragglers import align_calls, stragglers
 
@@ -581,6 +582,7 @@ def combine(summaries: list[WorkerSummary]) -> dict[str, Any]:
         "stragglers": late,
         "collectives": collective_report(aligned, {g["name"]: g["size"] for g in groups if g["size"]}),
         "delay_map": delay_map(aligned, [ident["rank"] for ident in identities]),
+        "clock": clocks(aligned, [ident["rank"] for ident in identities], late),
         "comparison": [per_rank(ident, **s.comparison) for ident, s in pairs],
         "distribution": rank_measures(overlap_rows, wait_rows, late["ranks"]),
         "warnings": warnings + _worker_warnings(by_rank),
