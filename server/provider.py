@@ -27,6 +27,7 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
+import numpy as np
 import pandas as pd
 
 from .analysis.callstacks import Stacks
@@ -35,6 +36,7 @@ from .analysis.flows import Flows
 from .analysis.lod import Blocks
 from .analysis.optree import OpTree
 from .analysis.steps import Steps
+from .analysis.stragglers import align_calls
 from .analysis.timeline import Layout
 from .derived import Derivation
 from .sizes import held_bytes
@@ -282,3 +284,16 @@ def run_view(workers: dict[str, TraceProvider], key: tuple, stored_only: bool) -
             return None
         summaries.append(summary)
     return anchor.memo(("distributed", key), lambda: combine(summaries))
+
+
+def matched_calls(workers: dict[str, TraceProvider], key: tuple) -> pd.DataFrame:
+    """The collective calls of a few workers (the ranks a Trace view shows) matched across them
+    (stragglers.align_calls; `rank` numbers the workers in their order), each with its row in its
+    worker's own calls (`call`), memoised with the first worker's trace under `key` (which names
+    the loaded files)."""
+    anchor = next(iter(workers.values()))
+
+    def match() -> pd.DataFrame:
+        calls = [provider.summary().calls for provider in workers.values()]
+        return align_calls({i: c.assign(call=np.arange(len(c))) for i, c in enumerate(calls)})
+    return anchor.memo(("matched calls", key), match)

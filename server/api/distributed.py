@@ -7,6 +7,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
+from ..analysis import clocks as clocks_analysis
 from ..analysis import collectives as collectives_analysis
 from ..analysis import distributed as distributed_analysis
 from ..analysis import rankdist
@@ -214,6 +215,24 @@ class DelayMap(BaseModel):
     max_columns: int
 
 
+class RankClock(BaseModel):
+    """One rank's clock against the reference rank's (clocks' definitions 1-3)."""
+
+    rank: int
+    offset_us: float | None = Field(description="How far this rank's timestamps are ahead of the reference "
+                                    "rank's: t - offset_us is on the reference's clock (None: no shared collective)")
+    used: int = Field(description="Matched collectives the offset was read from")
+    spread_us: float | None = Field(description="Median absolute deviation of those readings from the offset")
+
+
+class Clock(BaseModel):
+    reference: int | None = Field(description="The rank whose clock is the common one (the lowest)")
+    ranks: list[RankClock]
+    straggler: int | None = Field(description="The first named straggler, else the rank with the largest "
+                                  "median arrival delay (None with fewer than two ranks compared)")
+    fastest: int | None = Field(description="Another rank with the smallest median arrival delay (it arrives first)")
+
+
 class StepBreakdown(BaseModel):
     total_us: float | None
     kernel_us: float | None
@@ -266,6 +285,8 @@ class Distributed(BaseModel):
     stragglers: Stragglers
     collectives: list[CollectiveRow] = Field(description="The collective report: per type and message size")
     delay_map: DelayMap
+    clock: Clock = Field(description="Each rank's clock offset, for drawing ranks on one timeline, and the two "
+                         "ranks the Trace view shows by default")
     comparison: list[RankComparison]
     distribution: list[RankMeasures] = Field(description="Every rank's measures, in rank order, for a "
                                              "histogram or heat strip over all ranks")
@@ -276,8 +297,8 @@ class Distributed(BaseModel):
 
 router = APIRouter(tags=["distributed"])
 VIEW = View("distributed", "Distributed", router, has_communication, about_of(distributed_analysis, stragglers_analysis,
-                                                                                    collectives_analysis, rankdist),
-            all_workers=True)
+                                                                                    collectives_analysis, clocks_analysis,
+                                                                                    rankdist))
 
 
 @router.get("/api/distributed", response_model=Distributed)
@@ -290,7 +311,7 @@ def get_distributed(picked: SpanSelection = Depends(select_span),
     was assumed), topology (nodes, processes, GPUs), computation/communication overlap per step,
     data transfer versus waiting per step, communication ops per rank, stragglers (who arrives
     last at the collectives and by how much), the collective report with bandwidths and the
-    rank x collective delay map, each rank's step breakdown, every rank's measures
+    rank x collective delay map, each rank's clock offset (`clock`), each rank's step breakdown, every rank's measures
     (`distribution`), the `top` worst ranks by `sort` and the ranks the run lacks."""
     view = distributed_of(picked)
     assert view is not None  # every summary is computed when missing

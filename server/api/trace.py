@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+from contextlib import ExitStack
 from typing import Any, BinaryIO, Iterator
 from urllib.parse import quote
 
@@ -13,14 +14,15 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from ..analysis import flows, timeline
+from ..analysis import clocks, flows, timeline
 from ..analysis.callstacks import parse_frame
 from ..analysis.names import BadPattern
 from ..analysis.records import clean_row
 from ..files import open_regular
 from ..trace.schema import Kind
 from ..trace.tables import TraceTables
-from .deps import Selection, select, time_query
+from ..provider import TraceProvider, matched_calls
+from .deps import Selection, SpanSelection, select, span_of_workers, time_query
 from .errors import BadParameter, NotFound, StillLoading, TraceUnreadable
 from .models import Frame, StepRange
 from .views import View, about_of
@@ -133,6 +135,25 @@ class Search(BaseModel):
     q: str
     total: int
     matches: list[Match]
+    warnings: list[str]
+
+
+class CollectiveCall(BaseModel):
+    """The collective on one shown worker: the event shown for it (None when the worker has none)."""
+
+    worker: str
+    id: int | None
+    lane: int | None
+    row: int | None
+    start_us: float | None = Field(description="On the worker's own clock")
+    dur_us: float | None
+
+
+class Collective(BaseModel):
+    name: str
+    group: str
+    matched: bool = Field(description="Whether another shown worker's call was matched with the picked one")
+    calls: list[CollectiveCall] = Field(description="One per shown worker, in the order asked")
     warnings: list[str]
 
 
@@ -249,6 +270,65 @@ def get_search(sel: Selection = Depends(select),
     except BadPattern as exc:
         raise BadParameter(f"q: not a valid RE2 regular expression ({exc})") from None
     return {**found, "warnings": []}
+
+
+MAX_SHOWN_WORKERS = 64
+
+
+@router.get("/api/trace/collective", response_model=Collective)
+def get_collective(sel: Selection = Depends(select),
+                   id: int = Query(..., description="A collective's event on `worker`: a communication kernel "
+                                   "or its nccl:* / gloo:* / record_param_comms host op", examples=[0]),
+                   workers: str = Query(..., max_length=20000, description="Comma-separated workers shown "
+                                        "together (the picked `worker` is added when missing)")
+                   ) -> dict[str, Any]:
+    """The same collective on every shown worker, matched as the Distributed view matches calls
+    (by call order per process group), and the event that shows it there (the same side as
+    the picked one: kernel or host op)."""
+    events = sel.tables.events
+    if not (0 <= id < len(events)):
+        raise NotFound(f"this trace has no timeline event {id}")
+    name = str(events["name"].iat[id])
+    on_gpu = events["kind"].iat[id] == Kind.KERNEL
+    if not clocks.is_collective_event(name, on_gpu):
+        raise NotFound(f"event {id} ({name}) is no collective: pick a communication kernel or its host op")
+    shown = list(dict.fromkeys([sel.worker, *(w.strip() for w in workers.split(",") if w.strip())]))
+    if len(shown) > MAX_SHOWN_WORKERS:
+        raise BadParameter(f"workers: at most {MAX_SHOWN_WORKERS} workers are shown together (got {len(shown)})")
+    unknown = [w for w in shown if w not in sel.run_state.run.workers]
+    if unknown:
+        raise NotFound(f"run {sel.run!r} has no worker {unknown[0]!r}")
+    peers = span_of_workers(sel.run_state, sel.span)
+    if peers.loading is not None:
+        raise StillLoading(peers.loading)
+    ready = {w: peers.ready[w] for w in shown if w in peers.ready}
+    with ExitStack() as pinned:
+        for provider in ready.values():
+            pinned.enter_context(provider.use())
+        picked = SpanSelection(sel.run, sel.span, ready, {w: peers.files[w] for w in ready}, [])
+        aligned = matched_calls(ready, picked.key)
+        order = list(ready)
+        own = sel.provider.summary().calls
+        row = clocks.call_of_event(own, float(events["ts"].iat[id]), float(events["dur"].iat[id]), on_gpu)
+        if row is None:
+            raise NotFound(f"event {id} ({name}) belongs to no collective call of worker {sel.worker!r}")
+        rows = clocks.same_collective(aligned, order.index(sel.worker), row)
+        calls = [_shown_call(w, ready.get(w), rows.get(order.index(w)) if w in ready else None, on_gpu)
+                 for w in shown]
+    return {"name": str(own["name"].iat[row]), "group": str(own["group"].iat[row]), "matched": len(rows) > 1,
+            "calls": calls, "warnings": [w for w in peers.warnings if any(f"{n!r}" in w for n in shown)]}
+
+
+def _shown_call(worker: str, provider: TraceProvider | None, row: int | None, on_gpu: bool) -> dict[str, Any]:
+    """A shown worker's event for its call `row` (None: not loaded, or no matched call)."""
+    event = None
+    if provider is not None and row is not None:
+        event = clocks.event_of_call(provider.tables(), provider.summary().calls.iloc[row], on_gpu)
+    if event is None:
+        return {"worker": worker, "id": None, "lane": None, "row": None, "start_us": None, "dur_us": None}
+    events, layout = provider.tables().events, provider.layout()
+    return {"worker": worker, "id": event, "lane": int(layout.lane_of[event]), "row": int(layout.row_of[event]),
+            "start_us": float(events["ts"].iat[event]), "dur_us": float(events["dur"].iat[event])}
 
 
 @router.get("/api/trace/counters", response_model=Counters)

@@ -106,3 +106,13 @@ def test_distributed_ranks_collective_report_and_delay_map(body):
     worst = {held[max(range(len(held)), key=lambda i: delays["delay_us"][i][j] or 0.0)]
              for j in range(len(delays["columns"]))}
     assert worst and all(r % 2 == 1 for r in worst)
+
+
+def test_distributed_ranks_clock_has_one_row_per_rank(body):
+    clock = body["clock"]
+    held = [r["rank"] for r in body["ranks"]]
+    assert clock["reference"] == held[0]
+    assert [r["rank"] for r in clock["ranks"]] == held
+    # Copies of one host's two ranks: every clock agrees within a few us.
+    assert all(abs(r["offset_us"]) < 12.0 and r["used"] > 0 for r in clock["ranks"])
+    assert clock["straggler"] % 2 == 1 and clock["fastest"] % 2 == 0
