@@ -37,6 +37,7 @@ from ..trace.schema import Kind
 from ..trace.tables import TraceTables
 from . import ranges
 from .categories import role_masks
+from .idle import gpu_idle
 from .optree import OpTree
 from .recommendations import Context, recommend, recommend_across_ranks
 from .records import clean_row
@@ -47,7 +48,7 @@ CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloa
 
 # Versions of what the trace's store keeps (server/derived.py): bump when the result changes.
 BREAKDOWN_VERSION = 1  # step_breakdown
-OVERVIEW_VERSION = 1  # worker_overview, with every rule of RULES and the analyses they read
+OVERVIEW_VERSION = 2  # worker_overview, with every rule of RULES and the analyses they read
 
 
 def step_breakdown(events: pd.DataFrame, steps: Steps) -> pd.DataFrame:
@@ -150,10 +151,10 @@ def _ratio(part: float, whole: float) -> float | None:
 def overview(tables: TraceTables, tree_of: Callable[[], OpTree] | None = None,
              distributed_of: Callable[[], dict[str, Any] | None] | None = None,
              worker: str | None = None) -> dict[str, Any]:
-    """The Overview view's data: per-step breakdown, its average, GPU summary, recommendations,
-    warnings. `tree_of` gives the trace's operator tree when the caller has it memoised;
-    `distributed_of` the run's Distributed view, in which this trace is `worker`, when the run
-    has other workers (for the rules across ranks)."""
+    """The Overview view's data: per-step breakdown, its average, GPU summary, GPU idle time by
+    cause, recommendations, warnings. `tree_of` gives the trace's operator tree when the caller
+    has it memoised; `distributed_of` the run's Distributed view, in which this trace is
+    `worker`, when the run has other workers (for the rules across ranks)."""
     own = worker_overview(tables, tree_of)
     view = distributed_of() if distributed_of is not None else None
     return across_ranks(own, view, worker) if view else own
@@ -179,6 +180,7 @@ def worker_overview(tables: TraceTables, tree_of: Callable[[], OpTree] | None = 
         "steps": rows,
         "average": average,
         "gpus": gpus,
+        "idle": gpu_idle(events, steps),
         "recommendations": recommend(Context(tables, steps, breakdown, gpus, tree_of)),
         "warnings": list(tables.warnings) + steps.warnings,
     }

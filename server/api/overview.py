@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
+from ..analysis import idle as idle_analysis
 from ..analysis import overview as overview_analysis
 from ..analysis import steps as steps_analysis
 from .deps import Selection, overview_of, select
@@ -43,19 +44,49 @@ class Gpu(BaseModel):
     tensor_core_ratio: float | None
 
 
+class IdleCauses(BaseModel):
+    idle_us: float
+    host_wait_us: float
+    kernel_wait_us: float
+    other_us: float
+
+
+class GpuIdle(IdleCauses):
+    device: int
+    span_us: float
+
+
+class StreamIdle(IdleCauses):
+    device: int
+    stream: int | None  # None: the GPU as a whole (no kernel of any stream running)
+
+
+class StepIdle(StreamIdle):
+    step: str
+
+
+class Idle(BaseModel):
+    kernel_wait_threshold_us: float
+    devices: list[GpuIdle]
+    steps: list[StepIdle]
+    average: list[StreamIdle]
+
+
 class Overview(BaseModel):
     steps: list[Step]
     average: StepCosts
     gpus: list[Gpu]
+    idle: Idle
     recommendations: list[Recommendation]
     warnings: list[str]
 
 
 router = APIRouter(tags=["overview"])
-VIEW = View("overview", "Overview", router, every_trace, about_of(overview_analysis, steps_analysis))
+VIEW = View("overview", "Overview", router, every_trace, about_of(overview_analysis, steps_analysis, idle_analysis))
 
 
 @router.get("/api/overview", response_model=Overview, response_model_exclude_unset=True)
 def get_overview(sel: Selection = Depends(select)) -> dict[str, Any]:
-    """Per-step time breakdown (us) with its average, per-GPU summary, recommendations and warnings."""
+    """Per-step time breakdown (us) with its average, per-GPU summary, GPU idle time by cause (us),
+    recommendations and warnings."""
     return overview_of(sel)
