@@ -10,6 +10,12 @@
  * keys and the wheel do, lib/counters.js, lib/eventpanel.js, lib/tracesearch.js) and draw (`mount`
  * and the timeline controller here; the canvas in lib/timeline.js). View state lives in the URL: `start_us`, `end_us` (absolute trace microseconds),
  * `select` (event id), `q` and `regex`, `flows=0`, `counters=1`, `collapse` (folded lane ids).
+ *
+ * A run of several workers can show several ranks' lanes on one clock (`ranks`: "1,0", or "auto"
+ * for the straggler and the fastest of /api/distributed's `clock`): the timeline then asks each
+ * rank's worker for its part and lib/rankview.js puts the parts together (times on the reference
+ * rank's clock, ids kept apart per rank); picking a collective marks it on every shown rank
+ * (/api/trace/collective). Counters are one worker's, so they are off there.
  * @module trace
  */
 
@@ -25,9 +31,13 @@ import { drawLaneLabels, drawLanes, drawLegend, drawOverlay, drawRuler, fitCanva
 import {
   clampWindow, covers, parseWindow, requestWindow, sameWindow, timeParam, windowAround,
 } from "./lib/viewport.js";
-import { updateQuery } from "./lib/url.js";
+import { navigate, updateQuery } from "./lib/url.js";
 import { wireGestures } from "./lib/gestures.js";
 import { searchBox } from "./lib/tracesearch.js";
+import {
+  collectiveIds, isCollectiveEvent, localId, mergeLanes, mergeSearches, mergeWindows, ownWindow, parseRanks,
+  hostLanes, pickRanks, placeEvent, rankNote, shownRanks,
+} from "./lib/rankview.js";
 
 /**
  * @typedef {import("./lib/viewport.js").TimeWindow} TimeWindow
@@ -80,9 +90,95 @@ export function fetchSearch({ run, worker, span }, q, regex, signal) {
   return getJSON("/api/trace/search", { run, worker, span, q, regex: regex ? 1 : 0 }, signal);
 }
 
+/**
+ * The same collective on every shown worker, from one worker's event.
+ * @param {Selection} sel @param {number} id @param {string[]} workers @param {AbortSignal} [signal]
+ * @returns {Promise<{name: string, group: string, matched: boolean, calls: {worker: string, id: number|null}[]}>}
+ */
+export function fetchCollective({ run, worker, span }, id, workers, signal) {
+  return getJSON("/api/trace/collective", { run, worker, span, id, workers: workers.join(",") }, signal);
+}
+
 /** The original trace file of a selection, as a download link. @param {Selection} sel */
 export function rawHref({ run, worker, span }) {
   return apiUrl("/api/trace/raw", { run, worker, span });
+}
+
+// ---------------------------------------------------------------- sources
+
+/**
+ * What the timeline asks for: of one worker, or of several ranks' workers put together.
+ * @typedef {{
+ *   window: (req: TimeWindow & {width_px: number}, signal: AbortSignal) => Promise<any>,
+ *   event: (id: number, signal: AbortSignal) => Promise<EventDetail>,
+ *   search: (q: string, regex: boolean, signal: AbortSignal) => Promise<SearchResult>,
+ *   counters: ((req: TimeWindow & {width_px: number}, signal: AbortSignal) => Promise<{series: Series[], warnings: string[]}>)|null,
+ *   collective: ((id: number, signal: AbortSignal) => Promise<number[]>)|null,
+ * }} Source
+ */
+
+/** @param {Selection} sel @returns {Source} */
+function workerSource(sel) {
+  return {
+    window: (req, signal) => fetchWindow(sel, req, signal),
+    event: (id, signal) => fetchEvent(sel, id, signal),
+    search: (q, regex, signal) => fetchSearch(sel, q, regex, signal),
+    counters: (req, signal) => fetchCounters(sel, req, signal),
+    collective: null,
+  };
+}
+
+/**
+ * Several ranks (lib/rankview.js): each part asked of its rank's worker, on its own clock.
+ * @param {Selection} sel @param {import("./lib/rankview.js").Shown[]} shown @returns {Source}
+ */
+function ranksSource(sel, shown) {
+  const of = (/** @type {number} */ k) => ({ ...sel, worker: shown[k].worker });
+  const workers = shown.map((s) => s.worker);
+  return {
+    window: async (req, signal) => mergeWindows(await Promise.all(shown.map(async (s, k) => (
+      { shown: s, body: await fetchWindow(of(k), ownWindow(req, s.offset_us), signal) }))), req),
+    event: async (id, signal) => {
+      const own = localId(id);
+      return placeEvent(await fetchEvent(of(own.k), own.id, signal), own.k, shown[own.k].offset_us);
+    },
+    search: async (q, regex, signal) => mergeSearches(
+      await Promise.all(shown.map((_, k) => fetchSearch(of(k), q, regex, signal))), shown),
+    counters: null,
+    collective: async (id, signal) => {
+      const own = localId(id);
+      return collectiveIds(await fetchCollective(of(own.k), own.id, workers, signal), shown);
+    },
+  };
+}
+
+/**
+ * The ranks control of a run with several workers: a toggle, and which ranks (Enter applies).
+ * Shown ranks change the lanes and their ids: the selection and folds are let go.
+ * @param {any} ui @param {boolean} several whether the run has several workers @param {string[]} picked ranks shown now
+ */
+function ranksControl(ui, several, picked) {
+  ui.ranksControl.hidden = !several;
+  ui.ranksToggle.checked = picked.length > 0;
+  ui.ranksInput.hidden = !picked.length;
+  ui.ranksNote.hidden = !picked.length;
+  ui.ranksInput.value = picked.join(",");
+  ui.ranksToggle.onchange = () => navigate({ ranks: ui.ranksToggle.checked ? "auto" : null, select: null, collapse: null,
+    start_us: null, end_us: null });
+  ui.ranksInput.onchange = () => navigate({ ranks: ui.ranksInput.value.trim() || "auto", select: null, collapse: null });
+}
+
+/**
+ * The lanes of the picked ranks on one clock, and the source that serves them.
+ * @param {Selection} sel @param {string|undefined} asked the `ranks` parameter @param {AbortSignal} [signal]
+ */
+async function ranksLanes(sel, asked, signal) {
+  const dist = await getJSON("/api/distributed", { run: sel.run, span: sel.span, top: 1 }, signal);
+  const ranks = pickRanks(parseRanks(asked), dist.ranks, dist.clock);
+  const shown = shownRanks(ranks, dist.ranks, dist.clock);
+  const parts = await Promise.all(shown.map(async (s) => ({ shown: s, info: await fetchLanes({ ...sel, worker: s.worker }, signal) })));
+  const note = shown.map((s) => rankNote(s, dist.clock.reference)).join(" · ");
+  return { ranks, note, info: mergeLanes(parts, dist.clock.reference), source: ranksSource(sel, shown) };
 }
 
 // ---------------------------------------------------------------- draw
@@ -103,7 +199,7 @@ function showMessage(node, text, tone = "info") {
  * zoom, pan, selection, search, flows and counters.
  * @param {HTMLElement} root the `[data-view="trace"]` section
  * @param {Selection & {start_us?: string, end_us?: string, select?: string, q?: string, regex?: string,
- *                      flows?: string, counters?: string, collapse?: string}} params
+ *                      flows?: string, counters?: string, collapse?: string, ranks?: string}} params
  * @param {{signal?: AbortSignal}} [context]
  */
 export async function mount(root, params, { signal } = {}) {
@@ -122,7 +218,11 @@ export async function mount(root, params, { signal } = {}) {
     reset: part("reset-zoom"), download: /** @type {HTMLAnchorElement} */ (part("download-trace")),
     details: { panel: part("event-details"), kind: part("event-kind"), title: part("event-title"), body: part("event-body") },
     detailsZoom: part("details-zoom"), detailsClose: part("details-close"),
+    ranksControl: part("trace-ranks-control"), ranksToggle: /** @type {HTMLInputElement} */ (part("toggle-ranks")),
+    ranksInput: /** @type {HTMLInputElement} */ (part("trace-ranks")), ranksNote: part("trace-ranks-note"),
   };
+  root.toggleAttribute("data-ranks", Boolean(params.ranks));
+  ui.ranksNote.textContent = "";
   ui.download.href = rawHref(sel);
   ui.search.value = params.q || "";
   ui.regex.checked = params.regex === "1";
@@ -135,7 +235,24 @@ export async function mount(root, params, { signal } = {}) {
   clear(ui.labels);
   clear(ui.count);
 
-  const info = await fetchLanes(sel, signal);
+  const several = params.ranks ? null : runHasWorkers(sel.run, signal);
+  let info;
+  let source = workerSource(sel);
+  if (params.ranks) {
+    const merged = await ranksLanes(sel, params.ranks, signal);
+    ({ info, source } = merged);
+    updateQuery({ ranks: merged.ranks.join(",") });
+    ranksControl(ui, true, merged.ranks.map(String));
+    ui.ranksNote.textContent = merged.note;
+    if (params.collapse === undefined) params = { ...params, collapse: hostLanes(info.lanes).join(",") };
+  } else {
+    info = await fetchLanes(sel, signal);
+    ranksControl(ui, false, []);
+    several?.then((yes) => { if (!(signal && signal.aborted)) ranksControl(ui, yes, []); });
+  }
+  // Counters are one worker's: off while several ranks are shown.
+  ui.counters.disabled = !source.counters;
+  if (!source.counters) ui.counters.checked = false;
   if (signal && signal.aborted) return;
   showWarnings(part("warnings"), info.warnings || []);
   const lanes = info.lanes || [];
@@ -149,7 +266,7 @@ export async function mount(root, params, { signal } = {}) {
   }
   delete ui.timeline.dataset.state;
   if (!(bounds.end_us > bounds.start_us)) bounds.end_us = bounds.start_us + 1; // a single instant
-  const controller = timeline({ root, ui, sel, info, lanes, bounds, params, signal });
+  const controller = timeline({ root, ui, source, info, lanes, bounds, params, signal });
   await controller.ready;
 }
 
@@ -158,14 +275,14 @@ export async function mount(root, params, { signal } = {}) {
  * @param {object} options
  * @param {HTMLElement} options.root
  * @param {any} options.ui
- * @param {Selection} options.sel
+ * @param {Source} options.source
  * @param {Lanes} options.info
  * @param {Lane[]} options.lanes
  * @param {TimeWindow} options.bounds
  * @param {Record<string, string|undefined>} options.params
  * @param {AbortSignal|undefined} options.signal
  */
-function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
+function timeline({ ui, source, info, lanes, bounds, params, signal }) {
   const origin = bounds.start_us;
   const kinds = info.kinds || [];
   const steps = (info.steps || []).filter((s) => s.end_us > s.start_us);
@@ -200,8 +317,9 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
     /** @type {EventDetail|null} */ detail: null,
     /** @type {Placed|null} */ hover: null,
     /** @type {[number, number]|null} */ range: null,
+    /** @type {Set<number>} the selected collective's events on every shown rank */ marked: new Set(),
   };
-  /** @type {Record<string, AbortController|null>} */ const inflight = { window: null, event: null };
+  /** @type {Record<string, AbortController|null>} */ const inflight = { window: null, event: null, collective: null };
   const timers = { busy: 0 };
   const later = deferred();
   let frame = 0;
@@ -264,8 +382,9 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
       const { ctx } = fitCanvas(ui.overlay, width, height);
       const flows = ui.flows.checked && st.detail && st.selected ? (st.detail.links || []).map((l) => placeLink(l, st.data)) : [];
       const arrows = ui.flows.checked && st.data ? st.data.flows.arrows : [];
+      const matches = st.marked.size ? new Set([...search.ids(), ...st.marked]) : search.ids();
       drawOverlay(ctx, { width, height, scrollTop, layout, data: st.data, win: st.view, selected: st.selected,
-        hover: st.hover, matches: search.ids(), arrows, flows, range: st.range });
+        hover: st.hover, matches, arrows, flows, range: st.range });
       ui.overlay.dataset.flows = String(flows.length);
       ui.overlay.dataset.windowFlows = String(arrows.length);
     }
@@ -325,7 +444,7 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
     const ctl = fresh("window");
     busy(true);
     try {
-      const body = await fetchWindow(sel, req, ctl.signal);
+      const body = await source.window(req, ctl.signal);
       if (ctl.signal.aborted) return;
       st.data = prepareWindow(body, kinds);
       legend();
@@ -359,6 +478,7 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
   async function select(id, { zoom = false } = {}) {
     st.selected = placeOf(st.data, id);
     st.detail = null;
+    mark([]);
     updateQuery({ select: String(id) });
     requestDraw(false);
     const panel = ui.details;
@@ -370,7 +490,7 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
     }
     const ctl = fresh("event");
     try {
-      const event = await fetchEvent(sel, id, ctl.signal);
+      const event = await source.event(id, ctl.signal);
       if (ctl.signal.aborted) return;
       st.detail = event;
       st.selected = { id: event.id, lane: event.lane, row: event.row, start_us: event.start_us, dur_us: event.dur_us };
@@ -380,6 +500,7 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
       revealRow(st.selected);
       requestDraw(false);
       search.sync(id);
+      if (source.collective && isCollectiveEvent(event.name, event.kind)) markCollective(event.id);
     } catch (err) {
       if (ctl.signal.aborted || isAbort(err)) return;
       st.selected = null;
@@ -400,8 +521,31 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
     }
   }
 
+  /** @param {number[]} ids the events marked as the selected collective */
+  function mark(ids) {
+    st.marked = new Set(ids);
+    ui.overlay.dataset.collective = ids.join(",");
+    requestDraw(false);
+  }
+
+  /** Marks the selected collective on every shown rank. @param {number} id */
+  async function markCollective(id) {
+    const ctl = fresh("collective");
+    try {
+      const ids = await /** @type {NonNullable<Source["collective"]>} */ (source.collective)(id, ctl.signal);
+      if (!ctl.signal.aborted) mark(ids);
+    } catch (err) {
+      if (ctl.signal.aborted || isAbort(err)) return;
+      mark([]);   // no collective call holds it: the selection alone stays outlined
+    } finally {
+      if (inflight.collective === ctl) inflight.collective = null;
+    }
+  }
+
   function deselect() {
     abort("event");
+    abort("collective");
+    mark([]);
     st.selected = null;
     st.detail = null;
     ui.details.panel.hidden = true;
@@ -435,7 +579,7 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
   // ------------------------------------------------------------ search
 
   const search = searchBox({ input: ui.search, regex: ui.regex, prev: ui.prev, next: ui.next, count: ui.count }, {
-    search: (q, regex, searchSignal) => fetchSearch(sel, q, regex, searchSignal),
+    search: (q, regex, searchSignal) => source.search(q, regex, searchSignal),
     // Zoom at once from the match's own times; the details follow.
     go: (match) => {
       setView(windowAround(match.start_us, match.dur_us, bounds));
@@ -534,7 +678,7 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
   }
 
   const counters = counterTracks({ box: ui.countersBox, labels: ui.counterLabels, canvas: ui.counterCanvas }, {
-    load: (req, countersSignal) => fetchCounters(sel, req, countersSignal),
+    load: (req, countersSignal) => (source.counters ? source.counters(req, countersSignal) : Promise.resolve({ series: [], warnings: [] })),
     view: () => st.view,
     width: () => st.size.width,
     bounds,
@@ -603,6 +747,20 @@ function timeline({ ui, sel, info, lanes, bounds, params, signal }) {
     }
   });
   return { ready };
+}
+
+/**
+ * Whether a run has several workers (the shell's /api/runs), so that ranks can be shown together.
+ * @param {string|undefined} run @param {AbortSignal} [signal] @returns {Promise<boolean>}
+ */
+async function runHasWorkers(run, signal) {
+  try {
+    const body = await getJSON("/api/runs", {}, signal);
+    const found = (body.runs || []).find((/** @type {any} */ r) => r.name === run);
+    return Boolean(found && found.workers.length > 1 && found.views.includes("distributed"));
+  } catch {
+    return false;
+  }
 }
 
 /** @param {unknown} err */
