@@ -2,38 +2,76 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import threading
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
 from urllib.parse import urlencode
 
-import plotly
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import __version__
-from .api import VIEWS, runs
+from .api import SLICES, runs
 from .api.errors import BadParameter, NotFound, PublicError
 from .auth import TokenAuth
 from .hosts import HostCheck
 from .loaders import Loaders
 from .settings import Settings
-from .snapshot.cache import SnapshotCache
 from .store import TraceStore
 
 log = logging.getLogger("profboard")
 
 _WEB = Path(str(resources.files("profboard.web")))
-_PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+# Found, not imported: importing plotly takes 45 ms of the server's start, for a file path.
+_PLOTLY_JS = Path(importlib.util.find_spec("plotly").origin).parent / "package_data" / "plotly.min.js"
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def _needs_views(path: str) -> bool:
+    # The run list (what a fresh server is asked first) and static files are answered without them.
+    return not (path == "/api/runs" or path.startswith("/static/"))
+
+
+class _Views:
+    """The views' routers, included in the app when first needed rather than when it is built: their
+    slices take a quarter of a second to import (server/api/__init__.py), which the server's start and
+    /api/runs need not wait for. A request that may need them includes them first (in a worker thread,
+    so that /api/runs keeps answering meanwhile), and so does the OpenAPI schema."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self._app = app
+        self._lock = threading.Lock()
+        self.included = False
+
+    def include(self) -> None:
+        with self._lock:
+            if not self.included:
+                for entry in SLICES:
+                    self._app.include_router(entry.view.router)
+                self.included = True
+
+    def openapi(self) -> dict:
+        self.include()
+        return FastAPI.openapi(self._app)
+
+    def middleware(self, app: ASGIApp) -> ASGIApp:
+        async def include_first(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] == "http" and not self.included and _needs_views(scope["path"]):
+                await run_in_threadpool(self.include)
+            await app(scope, receive, send)
+        return include_first
 
 
 def create_app(settings: Settings, loaders: Loaders | None = None) -> FastAPI:
@@ -44,6 +82,9 @@ def create_app(settings: Settings, loaders: Loaders | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         store.start()
+        # The views' routers, and the analyses under them, are imported now, beside the first requests:
+        # the first view asked for rarely waits for them.
+        threading.Thread(target=views.include, name="profboard-views", daemon=True).start()
         try:
             yield
         finally:
@@ -52,8 +93,11 @@ def create_app(settings: Settings, loaders: Loaders | None = None) -> FastAPI:
     app = FastAPI(title="profboard", version=__version__, lifespan=lifespan,
                   description="Dashboard API for PyTorch profiler traces. Times in us, sizes in bytes, shares as 0..1.")
     app.state.store = store
-    app.state.snapshots = SnapshotCache(settings.max_snapshot_bytes)
     app.state.settings = settings
+    views = _Views(app)
+    app.openapi = views.openapi
+    # Added first, so it runs last: requests refused for their host or token include nothing.
+    app.add_middleware(views.middleware)
     if settings.token:
         # Wraps every route and mount (pages, static files, API, docs): nothing answers without it.
         app.add_middleware(TokenAuth, token=settings.token)
@@ -80,8 +124,6 @@ def create_app(settings: Settings, loaders: Loaders | None = None) -> FastAPI:
         return _error(500, "internal", "internal error; the server log has the details")
 
     app.include_router(runs.router)
-    for view in VIEWS:
-        app.include_router(view.router)
 
     # Registered before the /static mount so that it wins.
     @app.api_route("/static/vendor/plotly.min.js", methods=["GET", "HEAD"], include_in_schema=False)
@@ -93,31 +135,34 @@ def create_app(settings: Settings, loaders: Loaders | None = None) -> FastAPI:
 
     app.mount("/static", StaticFiles(directory=_WEB / "static"), name="static")
     templates = Jinja2Templates(directory=str(_WEB / "templates"))
-    view_names = [v.name for v in VIEWS]
-    # Pages under a view's older name (issue 20 gave each view one name): old name -> view.
-    renamed_pages = {old: v.name for v in VIEWS for old in v.renamed_from}
+    view_names = [entry.name for entry in SLICES]
+
+    def renamed_to(view: str) -> str | None:
+        # Pages under a view's older name (issue 20 gave each view one name): the view's name.
+        return next((entry.name for entry in SLICES if view in entry.view.renamed_from), None)
 
     def page(request: Request, view: str) -> HTMLResponse:
-        context = {"views": [{"name": v.name, "title": v.title} for v in VIEWS], "view": view, "version": __version__}
+        context = {"views": [{"name": entry.name, "title": entry.view.title} for entry in SLICES], "view": view,
+                   "version": __version__}
         if view not in view_names:
             # A mistyped page path still gets the shell (HTML, status 404), not an API error.
             return templates.TemplateResponse(request, "not_found.html", context | {"missing": view}, status_code=404)
         return templates.TemplateResponse(request, f"{view}.html", context)
 
-    def renamed(view: str, query: str) -> RedirectResponse:
+    def renamed(name: str, query: str) -> RedirectResponse:
         # A page under a view's old name (bookmarks, shared links) moves to the new one, query kept.
-        return RedirectResponse(f"/{renamed_pages[view]}" + (f"?{query}" if query else ""), status_code=307)
+        return RedirectResponse(f"/{name}" + (f"?{query}" if query else ""), status_code=307)
 
     @app.get("/", include_in_schema=False, response_class=HTMLResponse)
     def index(request: Request, view: str = view_names[0]) -> Response:
-        if view in renamed_pages:
-            return renamed(view, urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "view"]))
+        if name := renamed_to(view):
+            return renamed(name, urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "view"]))
         return page(request, view)
 
     @app.get("/{view}", include_in_schema=False, response_class=HTMLResponse)
     def view_page(request: Request, view: str) -> Response:
-        if view in renamed_pages:
-            return renamed(view, request.url.query)
+        if name := renamed_to(view):
+            return renamed(name, request.url.query)
         return page(request, view)
 
     return app

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from . import __version__
-from .settings import Settings
-from .trace.read import DEFAULT_MAX_BYTES
+from .settings import DEFAULT_MAX_BYTES, Settings
 
 # The demo logdir shipped in a source checkout; served when no --logdir is given.
 _DEMO_LOGDIR = Path(__file__).resolve().parent.parent / "examples" / "logdir"

@@ -24,9 +24,9 @@ from typing import Any, Callable, Iterable, Iterator, Literal
 
 from .derived import derive, derive_parsed, load_items, tag
 from .logdir import TraceFile, discover, is_remote
+from .settings import DEFAULT_MAX_BYTES
 from .trace.decode import TraceFormatError
 from .trace.load import store_trace
-from .trace.read import DEFAULT_MAX_BYTES
 from .trace.shared import publish_entry
 
 Outcome = Literal["indexed", "present", "failed"]

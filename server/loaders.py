@@ -17,9 +17,8 @@ import time
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from typing import Any, Callable
 
-# What a loader imports before its first load (the store's worker side, and the view registry that
-# tells which views a trace has).
-_LOADER_MODULES = ("profboard.server.store", "profboard.server.api")
+# A loader's work (opening or parsing a trace, computing its items): imported in loaders only.
+_LOADING = "profboard.server.loading"
 
 _progress: Any = None  # this loader's end of the progress queue
 # How long a load waits for the warm loader to be counted idle after its start (a few ms).
@@ -92,6 +91,12 @@ def submit(pool: ProcessPoolExecutor, fn: Callable[..., Any], *args: Any) -> Fut
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
+def load_in_loader(*args: Any) -> Any:
+    """In a loader: server/loading.py's load_in_worker. The server hands the pool this function, which it
+    can name without importing the loading code (pandas, Arrow, the analyses)."""
+    return importlib.import_module(_LOADING).load_in_worker(*args)
+
+
 def report(task: int, value: Any) -> None:
     """In a loader: tell the server about `task` (a fraction parsed, or an event of derived.derive)."""
     _progress.put((task, value))
@@ -110,8 +115,7 @@ def _init_loader(progress: Any, server: int) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     watch_parent(server)
-    for name in _LOADER_MODULES:
-        importlib.import_module(name)
+    importlib.import_module(_LOADING).warm()
 
 
 def end_loader(pid: int) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .trace.read import DEFAULT_MAX_BYTES
+# Trace files larger than this are refused (--max-trace-size): memory for a parse is a few times the file.
+DEFAULT_MAX_BYTES = 4 << 30
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,6 @@ file alone.
 
 from __future__ import annotations
 
-import ctypes
-import gc
-import importlib
 import itertools
 import logging
 import multiprocessing
@@ -39,25 +36,23 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from functools import partial
-from multiprocessing.util import Finalize
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import pyarrow as pa
-
-from .derived import LOAD_ORDER, compute_stored, current_items, derive, derive_parsed, load_items
-from .loaders import Loaders, end_loader, submit, watch_parent
-from .loaders import report as report_to_server
+from .budget import Budget
+from .loaders import Loaders, end_loader, load_in_loader, submit
 from .logdir import Run, TraceFile, discover, display_url, is_remote, readable
-from .provider import Budget, TraceProvider
 from .settings import Settings
-from .trace.decode import TraceFormatError
-from .trace.entry import Entry, discard, entry_key, sweep
-from .trace.load import store_trace
-from .trace.parallel import Helpers, helper_count, small_pages
-from .trace.tables import TraceTables
-from .trace.shared import local_stores, open_entry_from
+from .trace.mirror import local_stores
+
+if TYPE_CHECKING:
+    from .provider import TraceProvider
+    from .trace.entry import Entry
+
+# What opening, serving and loading a trace need (pandas, Arrow, the analyses: about half a second) is
+# imported where first used, by the threads that open entries and take loaders' answers, never at the
+# top: a fresh server lists the logdir's runs before any of it is loaded (issue 15). The loaders' side
+# is server/loading.py.
 
 log = logging.getLogger("profboard")
 
@@ -256,6 +251,10 @@ class TraceStore:
 
     def _open_now(self, fs: FileState) -> None:
         f = fs.file
+        from .derived import current_items, load_items
+        from .trace.entry import entry_key
+        from .trace.shared import open_entry_from
+
         try:
             entry = open_entry_from(self._stores[0], entry_key(f.path, f.size, f.mtime), self._shared, f.path,
                                     check=False)
@@ -272,6 +271,8 @@ class TraceStore:
 
     def _ready(self, fs: FileState, entry: Entry) -> TraceProvider:
         """The file is served from `entry` (its provider made once)."""
+        from .provider import TraceProvider
+
         if fs.provider is None:
             fs.provider = TraceProvider(entry, fs.file.worker, self.budget, reload=lambda: self._reload(fs))
             fs.progress, fs.status = 1.0, "ready"
@@ -341,7 +342,7 @@ class TraceStore:
         task = next(self._task_ids)
         self._tasks[task] = fs
         fs.attempts += 1
-        args = (_load_in_worker, task, f.path, f.size, f.mtime, f.worker, self._stores, s.max_trace_bytes, entry,
+        args = (load_in_loader, task, f.path, f.size, f.mtime, f.worker, self._stores, s.max_trace_bytes, entry,
                 self._shared)
         try:
             future = submit(self._pool, *args)
@@ -360,6 +361,8 @@ class TraceStore:
                 self._pool = self._loaders.new_pool()
 
     def _finish(self, task: int, future: Future) -> None:
+        from .trace.decode import TraceFormatError
+
         fs = self._tasks.pop(task, None)
         if fs is None or future.cancelled():
             return
@@ -443,6 +446,8 @@ def _scratch_store() -> str:
 
 
 def _sweep(store: str) -> None:
+    from .trace.entry import sweep
+
     swept = sweep(store)
     if swept:
         log.info("deleted %d temporary file(s) left in the store %s by writers that were stopped", swept, store)
@@ -461,105 +466,7 @@ def _alive(pid: int) -> bool:
 # Threads opening store entries: on a store no longer in the page cache, opening 1,024 entries is thousands of
 # small reads, which one thread made one after another (40 s to the Distributed view of 1,024 ranks).
 OPENERS = 8
-_worker_helpers: Helpers | None = None
 # Seconds loaders idle before they leave (TraceStore._retire_loaders).
 LOADERS_IDLE_S = 10.0
 # How long close() waits for killed loaders to be reaped.
 _LOADER_EXIT_S = 1.0
-# Files from this size up are big: they get helpers (a gzip file this big inflates past
-# parallel.PARALLEL_MIN_BYTES), and their loader gives the memory of their tables back to the OS.
-BIG_FILE_BYTES = 16 << 20
-
-
-def _live_helpers() -> Helpers | None:
-    """This worker's helpers, unless none were started or one died."""
-    return _worker_helpers if _worker_helpers is not None and not _worker_helpers.broken else None
-
-
-def _helpers_for(size: int) -> Helpers | None:
-    """This worker's helpers, started on its first big file; none on a single core."""
-    global _worker_helpers
-    count = helper_count()
-    if _live_helpers() is None and size >= BIG_FILE_BYTES and count > 0:
-        _worker_helpers = Helpers.start(count, initializer=partial(watch_parent, os.getpid()))
-        # A loader that leaves (its pool shut down when idle) waits for its children before the exit step
-        # that would stop the helpers' pool: it waited for them forever, and the server's exit for it.
-        # Exit finalizers run before that wait, highest priority first: this one before the queues' (10),
-        # which stop the threads that would send the helpers their signal to leave.
-        Finalize(None, _worker_helpers.pool.shutdown, exitpriority=100)
-    return _worker_helpers
-
-
-def _load_in_worker(task: int, path: str, size: int, mtime: float, worker: str, stores: list[str], max_bytes: int,
-                    entry: Entry | None, shared: str | None) -> Entry:
-    """Runs in a worker process: the trace's store entry (`entry`, when the server found one, else
-    written from the parsed trace) with its derived items computed and stored. Reports (task,
-    fraction) while parsing, then derived.derive's events, "ready" with the entry."""
-    try:
-        return _load(task, path, size, mtime, worker, stores, max_bytes, entry, shared)
-    finally:
-        if size >= BIG_FILE_BYTES:
-            _give_back_memory()
-
-
-def _give_back_memory() -> None:
-    """Return the memory of a big load's tables to the OS while the worker idles: glibc and Arrow keep
-    freed memory for later (the worker held 1.0 GB after loading the 853 MB Llama trace; 0.1 GB so).
-    Not after a small one: the full garbage collection took 45 ms, a quarter of a small trace's load
-    (256 ranks of 8 MB: twice per trace), for memory the next load reuses."""
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
-    pa.default_memory_pool().release_unused()
-
-
-def _load(task: int, path: str, size: int, mtime: float, worker: str, stores: list[str], max_bytes: int,
-          entry: Entry | None, shared: str | None) -> Entry:
-    def report(value: Any) -> None:
-        report_to_server(task, value)
-
-    tables = None
-    if entry is not None:
-        try:
-            tables = entry.tables()
-        except MemoryError:
-            raise
-        except Exception as exc:  # a damaged table: parse the trace again
-            discard(entry.folder, str(exc), path)
-            entry = None
-    computed: dict[str, Any] = {}
-    if entry is None:
-        entry, _ = store_trace(path, size, mtime, stores, max_bytes=max_bytes, on_progress=report,
-                               helpers=_helpers_for(size), shared=shared,
-                               meanwhile=partial(_derive_parsed, worker, computed))
-        del _  # the parsed tables: the stored ones, mapped, serve the rest (their pages are the page cache's)
-        if entry is None:
-            raise OSError(f"no store folder could be written ({', '.join(stores)})")
-        if size >= BIG_FILE_BYTES:
-            _give_back_memory()
-        tables = entry.tables()
-    names = load_items(entry.rows.get("events", 0))
-    # A big trace's items are computed two at a time when its parse had helpers: they idle meanwhile.
-    helpers = _live_helpers() if names == LOAD_ORDER else None
-    # The items' big arrays are written once and read a few times: faulting in huge pages for them cost
-    # more than they give (the Llama trace's layout: 2.4 s, 0.7 s without).
-    with small_pages():
-        derive(entry, tables, worker, lambda event: report(("ready", entry, *event[1:]) if event[0] == "ready" else event),
-               names, helper=None if helpers is None else partial(_on_helper, helpers, entry, worker),
-               computed=computed)
-    return entry
-
-
-def _derive_parsed(worker: str, computed: dict[str, Any], tables: TraceTables, written: Callable[[], bool]) -> None:
-    """store_trace's `meanwhile` in a loader: derived.derive_parsed, once the helpers (which import only what
-    parsing needs, to take their first piece sooner) were told to import what computing items needs."""
-    if (helpers := _live_helpers()) is not None:
-        helpers.pool.submit(importlib.import_module, derive.__module__)
-    with small_pages():
-        derive_parsed(worker, computed, tables, written)
-
-
-def _on_helper(helpers: Helpers, entry: Entry, worker: str, name: str) -> Future:
-    return helpers.pool.submit(compute_stored, entry, worker, name)

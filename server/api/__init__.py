@@ -1,32 +1,61 @@
 """The view registry: the views profboard has, in the order of the left panel.
 
-Each entry is the `VIEW` its slice defines next to its router in `server/api/<view>.py` (name,
-title, router, `is_active`, "how computed" note; see views.py). Adding a view is its slice plus
-one line here. A view whose `is_active` check fails is logged and hidden, never fatal.
+Each view is a slice, `server/api/<name>.py`, that defines `VIEW` next to its router (title, router,
+`is_active`, "how computed" note; see views.py). The registry lists the slices by name, with how each
+view applies to a run besides its trace's `is_active` check, and imports a slice when its `VIEW` is
+first asked for: the slices' routes, response models and analysis modules take a quarter of a
+second to import, which the server's start and /api/runs (answered from `SLICES` alone) need not
+wait for. Adding a view is its slice plus one line here. A view whose `is_active` check fails is
+logged and hidden, never fatal.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
 
 from ..logdir import Run
-from ..trace.tables import TraceTables
-from . import compile, distributed, kernels, memory, modules, operators, overview, recommendations, snapshot, trace
 from .views import View
+
+if TYPE_CHECKING:
+    from ..trace.tables import TraceTables
 
 log = logging.getLogger("profboard")
 
-VIEWS: tuple[View, ...] = (
-    overview.VIEW,
-    recommendations.VIEW,
-    operators.VIEW,
-    kernels.VIEW,
-    compile.VIEW,
-    trace.VIEW,
-    memory.VIEW,
-    snapshot.VIEW,
-    modules.VIEW,
-    distributed.VIEW,
+
+@dataclass(frozen=True)
+class Slice:
+    """A view as the registry lists it: the name of its slice, and what it needs of a run."""
+    name: str
+    # Set for views of a run's other files (memory snapshots): active by the run, not a trace.
+    of_run: Callable[[Run], bool] | None = None
+    # Views of every worker of a span side by side: the worker picker does not apply, and the
+    # run needs two workers at least.
+    all_workers: bool = False
+
+    @property
+    def view(self) -> View:
+        """The slice's `VIEW`, its module imported on first use."""
+        return importlib.import_module(f"{__name__}.{self.name}").VIEW
+
+
+def has_snapshots(run: Run) -> bool:
+    return bool(run.snapshots)
+
+
+SLICES: tuple[Slice, ...] = (
+    Slice("overview"),
+    Slice("recommendations"),
+    Slice("operators"),
+    Slice("kernels"),
+    Slice("compile"),
+    Slice("trace"),
+    Slice("memory"),
+    Slice("snapshot", of_run=has_snapshots),
+    Slice("modules"),
+    Slice("distributed", all_workers=True),
 )
 
 
@@ -38,14 +67,14 @@ VIEWS_VERSION = 1
 def trace_views(tables: TraceTables) -> list[str]:
     """Names of the views a trace has by itself (its `is_active` checks; computed at load)."""
     names = []
-    for view in VIEWS:
-        if view.of_run is not None:
+    for entry in SLICES:
+        if entry.of_run is not None:
             continue
         try:
-            if view.is_active(tables):
-                names.append(view.name)
+            if entry.view.is_active(tables):
+                names.append(entry.name)
         except Exception:
-            log.exception("view %s failed its activity check; hiding it", view.name)
+            log.exception("view %s failed its activity check; hiding it", entry.name)
     return names
 
 
@@ -53,16 +82,16 @@ def active_views(views: list[str] | None, run: Run | None = None) -> list[str]:
     """Names of the views that apply to a run and to its loaded trace, which has `views`
     (trace_views'; None while it is unknown)."""
     names = []
-    for view in VIEWS:
+    for entry in SLICES:
         try:
-            if view.of_run is not None:
-                active = run is not None and view.of_run(run)
-            elif view.all_workers and (run is None or len(run.workers) < 2):
+            if entry.of_run is not None:
+                active = run is not None and entry.of_run(run)
+            elif entry.all_workers and (run is None or len(run.workers) < 2):
                 active = False
             else:
-                active = views is not None and view.name in views
+                active = views is not None and entry.name in views
             if active:
-                names.append(view.name)
+                names.append(entry.name)
         except Exception:
-            log.exception("view %s failed its activity check; hiding it", view.name)
+            log.exception("view %s failed its activity check; hiding it", entry.name)
     return names

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Request
 from pydantic import BaseModel
 
 from ..store import RunState, TraceStore
-from . import VIEWS, active_views
-from .deps import get_store
+from . import SLICES, active_views
 
 
 class FileInfo(BaseModel):
@@ -80,12 +79,16 @@ def _run_info(state: RunState) -> RunInfo:
 
 
 @router.get("/api/runs", response_model=Runs)
-def get_runs(store: TraceStore = Depends(get_store)) -> Runs:
+def get_runs(request: Request) -> Runs:
     """Every run found in the logdir, with its workers, spans, load status and available views."""
+    # The store straight from the app, not through .deps: that module brings the analyses, which a fresh
+    # server's first answer, this one, should not wait for.
+    store: TraceStore = request.app.state.store
     return Runs(runs=[_run_info(s) for s in store.runs()], error=store.discovery_error, notes=store.discovery_notes)
 
 
 @router.get("/api/views", response_model=Views)
 def get_views() -> Views:
     """Every view profboard has, with its "how computed" note."""
-    return Views(views=[ViewInfo(name=v.name, title=v.title, about=v.about, all_workers=v.all_workers) for v in VIEWS])
+    return Views(views=[ViewInfo(name=e.name, title=e.view.title, about=e.view.about, all_workers=e.all_workers)
+                        for e in SLICES])

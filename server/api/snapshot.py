@@ -4,6 +4,7 @@ allocation sites. Their older paths, /api/memory/snapshot*, redirect here."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
@@ -11,7 +12,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
 from .. import snapshot as snapshot_package
-from ..logdir import Run, SnapshotFile
+from ..logdir import SnapshotFile
 from ..snapshot import SnapshotError
 from ..snapshot import unpickle as snapshot_unpickle
 from ..snapshot.cache import SnapshotCache
@@ -275,7 +276,20 @@ def select_snapshot(request: Request,
     chosen = files[0] if file is None else state.run.snapshot(file)
     if chosen is None:
         raise NotFound(f"run {run!r} has no snapshot {file!r} (it has: {', '.join(f.name for f in files)})")
-    return Picked(run, chosen, files, request.app.state.snapshots)
+    return Picked(run, chosen, files, _cache(request))
+
+
+_CACHE_LOCK = threading.Lock()
+
+
+def _cache(request: Request) -> SnapshotCache:
+    """The app's loaded snapshots, made on the first request for one (not with the app: the snapshot
+    modules would be imported before the server's start needs them)."""
+    state = request.app.state
+    with _CACHE_LOCK:
+        if getattr(state, "snapshots", None) is None:
+            state.snapshots = SnapshotCache(state.settings.max_snapshot_bytes)
+        return state.snapshots
 
 
 router = APIRouter(tags=["snapshot"])
@@ -285,12 +299,8 @@ def no_trace(tables: TraceTables) -> bool:
     return False  # a view of the run's snapshot files, never of a trace
 
 
-def has_snapshots(run: Run) -> bool:
-    return bool(run.snapshots)
-
-
-VIEW = View("snapshot", "Memory Snapshot", router, no_trace, about_of(snapshot_package, snapshot_unpickle),
-            of_run=has_snapshots)
+# A view of the run's snapshot files: the registry's entry says so (of_run).
+VIEW = View("snapshot", "Memory Snapshot", router, no_trace, about_of(snapshot_package, snapshot_unpickle))
 
 _DEVICE = Query(None, ge=0, description="CUDA device index (default: the first in the snapshot)")
 

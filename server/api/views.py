@@ -1,21 +1,23 @@
 """What a view is to the registry: the `View` record that each slice, `server/api/<view>.py`,
 defines as `VIEW` next to its router, and helpers for its `about` note and `is_active` check.
 
-The registry (`server/api/__init__.py`) lists the slices' VIEWs in order; `/api/runs`, `/api/views`,
-the left panel and the page routes are built from it.
+The registry (`server/api/__init__.py`) lists the slices in order, with how each view applies to a
+run, and imports a slice when its VIEW is first needed; `/api/runs`, `/api/views`, the left panel
+and the page routes are built from it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from fastapi import APIRouter
 
-from ..logdir import Run
 from ..trace.schema import Kind
-from ..trace.tables import TraceTables
+
+if TYPE_CHECKING:
+    from ..trace.tables import TraceTables
 
 
 @dataclass(frozen=True)
@@ -27,11 +29,6 @@ class View:
     router: APIRouter
     is_active: Callable[[TraceTables], bool]
     about: str
-    # Set for views of a run's other files (memory snapshots): active by the run, not a trace.
-    of_run: Callable[[Run], bool] | None = None
-    # Views of every worker of a span side by side: the worker picker does not apply, and the
-    # run needs two workers at least.
-    all_workers: bool = False
     # Older page names of this view (/<old>?...), redirected to /<name> with their query.
     renamed_from: tuple[str, ...] = ()
 

@@ -10,7 +10,8 @@ from .entry import Entry, entry_key, write_entry
 from .parallel import Helpers
 from .parse import parse_raw_trace, parse_trace_bytes, parse_trace_file  # noqa: F401 (parse_trace_bytes: its old home)
 from .read import DEFAULT_MAX_BYTES, open_trace_file, read_trace_bytes
-from .shared import local_stores, open_entry_from
+from .mirror import local_stores
+from .shared import open_entry_from
 from .tables import TraceTables
 
 Progress = Callable[[float], None]

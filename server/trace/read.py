@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 
 from ..files import NotARegularFile, is_local, open_regular, read_capped
 from ..inflate import Inflated, InflateLimit, gunzip_capped
+from ..settings import DEFAULT_MAX_BYTES
 from .decode import TraceFormatError
-
-DEFAULT_MAX_BYTES = 4 << 30
 
 
 @dataclass

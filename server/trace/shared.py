@@ -12,7 +12,6 @@ is absent to readers. The layout and versions are entry.py's, under the URL.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import posixpath
@@ -21,27 +20,9 @@ from pathlib import Path
 
 import fsspec
 
-from ..logdir import is_remote
 from .entry import _ITEM_FILE, _META, _TABLE_FILES, Entry, _remove, open_entry
 
 log = logging.getLogger("profboard")
-
-
-def mirror_of(shared: str) -> str:
-    """The local store that mirrors the shared store `shared` (made, private to this user); raises
-    OSError when another user owns that folder (whoever writes it decides what the server reads)."""
-    name = hashlib.sha256(shared.rstrip("/").encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    folder = os.path.join(tempfile.gettempdir(), f"profboard-mirror-{os.getuid()}-{name}")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    if os.lstat(folder).st_uid != os.getuid():
-        raise PermissionError(f"{folder}, the local copy of the store {shared}, belongs to another user")
-    return folder
-
-
-def local_stores(stores: list[str]) -> tuple[list[str], str | None]:
-    """`stores` with each shared store replaced by its mirror, and the first shared store (or None)."""
-    shared = next((s for s in stores if is_remote(s)), None)
-    return [mirror_of(s) if is_remote(s) else s for s in stores], shared
 
 
 def _folder(shared: str, key: str):

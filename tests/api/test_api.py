@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from fastapi.routing import APIRoute
 
-from profboard.server.api import VIEWS
+from profboard.server.api import SLICES
 from profboard.server.cli import main as cli_main
 from synth import legacy_training, write_trace
 
@@ -138,7 +138,7 @@ def assert_error(response, status: int, code: str, mentions: str | None = None) 
 
 def test_good_runs_are_ready_with_the_overview(api):
     runs = api.runs()
-    registered = {v.name for v in VIEWS}
+    registered = {e.name for e in SLICES}
     for name in GOOD_RUNS:
         run = runs[name]
         assert run["status"] == "ready", run
@@ -436,11 +436,12 @@ def _flat_schema(schema: dict) -> dict:
     return schema
 
 
-@pytest.mark.parametrize("view", [v for v in VIEWS if v.of_run is None], ids=lambda v: v.name)
-def test_every_view_checks_its_ids_and_parameters(api, view):
+@pytest.mark.parametrize("entry", [e for e in SLICES if e.of_run is None], ids=lambda e: e.name)
+def test_every_view_checks_its_ids_and_parameters(api, entry):
     """(Views of a run's snapshot files rather than its traces: tests/api/test_memory_api.py.)"""
+    view = entry.view
     # A view of every worker of a span takes no worker.
-    chosen = tuple(p for p in SELECTION if not (view.all_workers and p == "worker"))
+    chosen = tuple(p for p in SELECTION if not (entry.all_workers and p == "worker"))
     routes = _api_routes(view)
     assert routes, f"view {view.name} registers no GET /api/ route"
     openapi = api.get("/openapi.json").json()
@@ -492,8 +493,8 @@ def test_openapi_lists_the_api(api):
     paths = api.get("/openapi.json").json()["paths"]
     for path in ("/api/runs", "/api/views", "/api/overview", "/api/operators", "/api/operators/stacks", "/api/kernels"):
         assert "get" in paths[path], path
-    for view in VIEWS:
-        for route in _api_routes(view):
+    for entry in SLICES:
+        for route in _api_routes(entry.view):
             assert route.path in paths, route.path
 
 

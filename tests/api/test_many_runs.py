@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from processes import living, process_tree
 from synth import big_trace
-from profboard.server import store
+from profboard.server import loading, store
 from profboard.server.app import create_app
 from profboard.server.settings import Settings
 
@@ -74,7 +74,7 @@ def test_idle_loaders_leave_and_new_files_bring_them_back(tmp_path: Path, monkey
     monkeypatch.setattr(store, "LOADERS_IDLE_S", 0.2)
     names = _many_runs(tmp_path / "logdir", 3)
     # A file big enough for decode helpers: a loader with helpers waited for them forever when it left.
-    (tmp_path / "logdir" / names[0] / "big.1.pt.trace.json").write_bytes(big_trace(store.BIG_FILE_BYTES))
+    (tmp_path / "logdir" / names[0] / "big.1.pt.trace.json").write_bytes(big_trace(loading.BIG_FILE_BYTES))
     before = set(process_tree(os.getpid()))
     with _client(tmp_path / "logdir", tmp_path) as client:
         _wait_until_loaded(client, len(names))

@@ -1,15 +1,17 @@
-"""The view registry: each view is one slice under one name (issue 20), and its registry entry
-lives in that slice, so grepping the name finds all of it."""
+"""The view registry: each view is one slice under one name (issue 20), which defines its VIEW,
+so grepping the name finds all of it; the registry imports a slice only when its VIEW is needed."""
 
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from fastapi.routing import APIRoute
 
-from profboard.server.api import VIEWS
+from profboard.server.api import SLICES
 from profboard.server.api.views import View
 
 REPO = Path(__file__).resolve().parents[2]
@@ -21,19 +23,20 @@ ANALYSIS = {
 
 
 def test_registry_lists_each_slice_once_in_order():
-    names = [v.name for v in VIEWS]
+    names = [e.name for e in SLICES]
     assert names == ["overview", "recommendations", "operators", "kernels", "compile", "trace", "memory",
                      "snapshot", "modules", "distributed"]
-    assert all(isinstance(v, View) for v in VIEWS)
+    assert all(isinstance(e.view, View) for e in SLICES)
 
 
-@pytest.mark.parametrize("view", VIEWS, ids=lambda v: v.name)
-def test_view_is_one_slice_under_one_name(view):
-    name = view.name
+@pytest.mark.parametrize("entry", SLICES, ids=lambda e: e.name)
+def test_view_is_one_slice_under_one_name(entry):
+    name = entry.name
     slice_module = importlib.import_module(f"profboard.server.api.{name}")
-    assert slice_module.VIEW is view, f"server/api/{name}.py defines the registry entry of view {name}"
+    view = entry.view
+    assert slice_module.VIEW is view and view.name == name, f"server/api/{name}.py defines the VIEW of view {name}"
     assert slice_module.router is view.router
-    for check in (view.is_active, view.of_run):
+    for check in (view.is_active, entry.of_run):
         assert check is None or check.__name__ != "<lambda>", f"{name}: name the check, no lambdas in the registry"
     routes = [r for r in view.router.routes if isinstance(r, APIRoute)]
     assert routes
@@ -49,6 +52,33 @@ def test_view_is_one_slice_under_one_name(view):
 
 
 def test_old_page_names_belong_to_one_view_and_are_not_views():
-    old = [o for v in VIEWS for o in v.renamed_from]
+    old = [o for e in SLICES for o in e.view.renamed_from]
     assert sorted(old) == ["kernel", "module", "operator"]
-    assert not set(old) & {v.name for v in VIEWS}
+    assert not set(old) & {e.name for e in SLICES}
+
+
+def test_the_app_is_made_without_the_analyses(tmp_path):
+    # In a process of its own: this one has imported everything. Importing and making the app imports
+    # no view slice, no analysis library (the server lists runs before they are loaded: issue 15); once
+    # started, it includes the views beside its first requests, and a request for one gets its answer.
+    script = f"""
+import sys
+from fastapi.testclient import TestClient
+from profboard.server.app import create_app
+from profboard.server.api import SLICES
+from profboard.server.settings import Settings
+
+def slices():
+    return [e.name for e in SLICES if f"profboard.server.api.{{e.name}}" in sys.modules]
+
+app = create_app(Settings(logdir={str(REPO / "examples/logdir")!r}, cache_dir={str(tmp_path)!r}))
+heavy = [m for m in ("pandas", "numpy", "pyarrow", "plotly", "profboard.server.provider") if m in sys.modules]
+assert heavy == [], heavy
+assert slices() == [], slices()
+with TestClient(app, base_url="http://localhost") as client:
+    assert client.get("/api/runs").status_code == 200
+    assert client.get("/api/overview").status_code == 400
+    assert slices() == [e.name for e in SLICES], slices()
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

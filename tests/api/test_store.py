@@ -22,7 +22,8 @@ from profboard.server import derived
 from profboard.server.analysis.distributed import distributed
 from profboard.server.analysis.overview import overview
 from profboard.server.derived import ITEMS, Derivation, current_items, derive, tag
-from profboard.server.provider import Budget, TraceProvider
+from profboard.server.budget import Budget
+from profboard.server.provider import TraceProvider
 from profboard.server.sizes import held_bytes
 from profboard.server.trace.load import store_trace
 from values import assert_identical
@@ -82,7 +83,7 @@ def test_derive_reports_ready_first_then_each_item(tmp_path):
 
 def test_items_computed_while_the_entry_is_written_are_stored_first_and_not_again(tmp_path):
     """store_trace's `meanwhile` gets the parsed tables while another thread writes their entry; items
-    computed there from the parsed tables are what derive stores (the loader's path: store._derive_parsed)."""
+    computed there from the parsed tables are what derive stores (the loader's path: loading._derive_parsed)."""
     st = TRANSFORMER.stat()
     seen = {}
 
