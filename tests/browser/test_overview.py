@@ -9,8 +9,8 @@ import pytest
 from playwright.sync_api import expect
 
 from browser_pages import OverviewPage, css_testid
-from formats import fmt_bytes, fmt_us
-from runs import BROKEN, LEGACY, RESNET, TWO_SPANS, Run
+from formats import fmt_bytes, fmt_ratio, fmt_us
+from runs import BROKEN, LEGACY, RESNET, STRAGGLER, TWO_SPANS, Run
 
 pytestmark = pytest.mark.browser
 
@@ -55,6 +55,45 @@ def test_overview_renders_charts_table_and_gpu_summary(overview, api, shots):
     assert "Share chart..." not in [modebar.nth(i).get_attribute("data-title") for i in range(modebar.count())]
     assert overview.selection() == {"run": RESNET.name, "worker": RESNET.worker, "span": "1", "view": "overview"}
     overview.screenshot(shots, "overview_resnet50", full=True)
+    assert overview.page.errors == []
+
+
+def _fmt_small_us(us: float) -> str:
+    """formatUs, below 1 us too."""
+    return "0 us" if us == 0 else f"{us:.2f} us" if us < 1 else fmt_us(us)
+
+
+def test_overview_gpu_idle_by_cause_beside_the_utilization(overview, api, shots):
+    """The GPU summary says why the GPU idled: a bar of the steps' time (busy, host wait, kernel
+    wait, other), its legend and the per-step table of the GPU and each stream, as /api/overview has them."""
+    overview.open(f"run={STRAGGLER.name}").wait_drawn()
+    data = api(f"/api/overview?{STRAGGLER.sel()}")
+    [gpu], [idle] = data["gpus"], data["idle"]["devices"]
+    block = overview.part("gpu-idle")
+    span = idle["span_us"]
+    expect(block).to_contain_text(f"Idle {fmt_ratio(1 - gpu['utilization_ratio'])} of the steps' time, by cause")
+    shares = {"busy_us": 1 - idle["idle_us"] / span,
+              **{k: idle[k] / span for k in ("host_wait_us", "kernel_wait_us", "other_us")}}
+    labels = {"busy_us": "Busy", "host_wait_us": "Host wait", "kernel_wait_us": "Kernel wait", "other_us": "Other"}
+    legend = block.locator(css_testid("idle-legend") + " li")
+    assert legend.all_inner_texts() == [f"{labels[k]} {fmt_ratio(v)}" for k, v in shares.items()]
+    # Each cause with time is a part of the bar as wide as its share.
+    bar = block.locator(css_testid("idle-bar"))
+    width = bar.bounding_box()["width"]
+    parts = bar.locator(".idle-part")
+    assert [parts.nth(i).get_attribute("data-key") for i in range(parts.count())] == [k for k, v in shares.items() if v > 0]
+    for i in range(parts.count()):
+        key = parts.nth(i).get_attribute("data-key")
+        assert parts.nth(i).bounding_box()["width"] == pytest.approx(shares[key] * width, abs=1.5)
+    # Per step on average: the GPU as a whole, then each stream (compute and NCCL: NCCL's stream mostly waits).
+    rows = block.locator(css_testid("idle-table") + " tbody tr")
+    expected = [[("GPU" if r["stream"] is None else f"Stream {r['stream']}"),
+                 *(_fmt_small_us(r[k]) for k in ("idle_us", "host_wait_us", "kernel_wait_us", "other_us"))]
+                for r in data["idle"]["average"]]
+    assert [rows.nth(i).locator("td").all_inner_texts() for i in range(rows.count())] == expected
+    assert len(expected) == 3 and idle["other_us"] > 0
+    overview.screenshot(shots, "overview_gpu_idle_page", full=True)
+    overview.part("gpu-summary").screenshot(path=str(shots / "overview_gpu_idle.png"), animations="disabled")
     assert overview.page.errors == []
 
 
@@ -186,6 +225,7 @@ def test_overview_table_sort_is_kept_in_url(overview, api):
 
 def test_overview_step_chart_hover_shows_time_and_share(overview, shots):
     overview.open(f"run={RESNET.name}").wait_drawn()
+    overview.part("step-chart").scroll_into_view_if_needed()  # below the fold, under the GPU summary's idle table
     box = overview.part("step-chart").locator(".nsewdrag").first.bounding_box()
     overview.page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.7)
     hover = overview.part("step-chart").locator(".hoverlayer")

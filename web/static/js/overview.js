@@ -1,6 +1,6 @@
 /**
- * The Overview view: GPU summary, execution summary (average step breakdown), step-time chart,
- * per-step table, recommendations and warnings. Reads `/api/overview`.
+ * The Overview view: GPU summary (with the GPU's idle time by cause), execution summary (average
+ * step breakdown), step-time chart, per-step table, recommendations and warnings. Reads `/api/overview`.
  *
  * Three layers: fetch (`fetchOverview`), shape (pure functions from JSON to Plotly traces and
  * table rows, exported for reuse and tests) and draw (`mount` and the `draw*` helpers).
@@ -25,8 +25,14 @@ import { updateQuery, viewHref } from "./lib/url.js";
  * @typedef {{device: number, name: string|null, memory_bytes: number|null, compute_capability: string|null,
  *            utilization_ratio: number|null, sm_efficiency_ratio: number|null,
  *            achieved_occupancy_ratio: number|null, tensor_core_ratio: number|null}} Gpu
+ * @typedef {{idle_us: number, host_wait_us: number, kernel_wait_us: number, other_us: number}} IdleCauses
+ * @typedef {IdleCauses & {device: number, span_us: number}} GpuIdle
+ * @typedef {IdleCauses & {device: number, stream: number|null}} StreamIdle
+ * @typedef {{kernel_wait_threshold_us: number, devices: GpuIdle[], steps: (StreamIdle & {step: string})[],
+ *            average: StreamIdle[]}} Idle
  * @typedef {import("./lib/findings.js").Finding} Recommendation
- * @typedef {{steps: Step[], average: StepCosts, gpus: Gpu[], recommendations: Recommendation[], warnings: string[]}} Overview
+ * @typedef {{steps: Step[], average: StepCosts, gpus: Gpu[], idle: Idle, recommendations: Recommendation[],
+ *            warnings: string[]}} Overview
  */
 
 /** One fixed colour per category (Tableau 10), the same in the chart, the pie and the tables. */
@@ -40,6 +46,17 @@ export const CATEGORY_COLORS = Object.freeze({
   cpu_exec_us: "#59a14f",
   other_us: "#bab0ac",
 });
+
+/** Why the GPU was idle (server/analysis/idle.py), each with its colour; busy time comes first in the bar. */
+export const IDLE_CAUSES = Object.freeze([
+  { key: "host_wait_us", label: "Host wait", color: "#e15759",
+    title: "Nothing was queued: the GPU waited for the host to launch the next work" },
+  { key: "kernel_wait_us", label: "Kernel wait", color: "#ff9da7",
+    title: "Short gaps between work already queued (back-to-back kernels)" },
+  { key: "other_us", label: "Other", color: "#bab0ac",
+    title: "Work was queued but waited, e.g. for another stream or a synchronisation" },
+]);
+const BUSY = { key: "busy_us", label: "Busy", color: CATEGORY_COLORS.kernel_us, title: "At least one kernel running" };
 
 // ---------------------------------------------------------------- fetch
 
@@ -204,6 +221,28 @@ export function gpuFields(gpu) {
 }
 
 /**
+ * Segments of one GPU's time over the steps: busy, then idle by cause, each with its share of the span.
+ * @param {GpuIdle} idle
+ * @returns {{key: string, label: string, color: string, title: string, us: number, ratio: number|null}[]}
+ */
+export function idleSegments(idle) {
+  return [{ ...BUSY, us: idle.span_us - idle.idle_us }, ...IDLE_CAUSES.map((c) => ({ ...c, us: idle[c.key] }))]
+    .map((s) => ({ ...s, ratio: share(s.us, idle.span_us) }));
+}
+
+/**
+ * Rows of one GPU's idle table, per step on average: the GPU as a whole (no kernel running on any
+ * stream), then each of its streams (between its first and last work, as HTA counts it).
+ * @param {StreamIdle[]} average
+ * @param {number} device
+ * @returns {(StreamIdle & {name: string})[]}
+ */
+export function idleRows(average, device) {
+  return average.filter((r) => r.device === device)
+    .map((r) => ({ ...r, name: r.stream === null ? "GPU" : `Stream ${r.stream}` }));
+}
+
+/**
  * Columns of the per-step table: step (a link to its time range in the trace view), total, then
  * each category.
  * @param {{run?: string, worker?: string, span?: string}} [selection]
@@ -230,18 +269,72 @@ function emptyNote(node, text) {
   node.replaceChildren(el("p", { class: "empty", text }));
 }
 
-/** @param {HTMLElement} node @param {Gpu[]} gpus */
-function drawGpus(node, gpus) {
+/** @param {{color: string}} item */
+function swatchOf(item) {
+  const swatch = el("span", { class: "swatch", attrs: { "aria-hidden": "true" } });
+  swatch.style.background = item.color;
+  return swatch;
+}
+
+/**
+ * Why one GPU was idle: a bar of its time over the steps (busy, then each cause), its legend, and the
+ * per-step averages of the GPU and of each stream.
+ * @param {GpuIdle|undefined} idle
+ * @param {StreamIdle[]} average
+ * @param {number} threshold the kernel-wait threshold (us)
+ */
+function idleBlock(idle, average, threshold) {
+  if (!idle || !(idle.span_us > 0)) return null;
+  const segments = idleSegments(idle);
+  const bar = el("div", {
+    class: "idle-bar", testid: "idle-bar",
+    attrs: { role: "img", "aria-label": segments.map((s) => `${s.label} ${formatRatio(s.ratio)}`).join(", ") },
+  }, segments.filter((s) => s.ratio > 0).map((s) => {
+    const part = el("span", { class: "idle-part", title: `${s.label}: ${formatUs(s.us)} (${formatRatio(s.ratio)})`,
+      attrs: { "data-key": s.key } });
+    part.style.width = `${(s.ratio || 0) * 100}%`;
+    part.style.background = s.color;
+    return part;
+  }));
+  const legend = el("ul", { class: "idle-legend", testid: "idle-legend" }, segments.map((s) =>
+    el("li", { title: s.title, attrs: { "data-key": s.key } }, [
+      swatchOf(s), `${s.label} `, el("span", { class: "idle-value", text: formatRatio(s.ratio) }),
+    ])));
+  const time = (/** @type {number} */ v) => formatUs(v);
+  const table = buildTable({
+    caption: "GPU idle time per step by cause",
+    testid: "idle-table",
+    columns: [
+      { key: "name", label: "Per step", sortable: false,
+        title: "Per step on average: the GPU (no kernel on any stream), then each stream between its first and last work" },
+      { key: "idle_us", label: "Idle", numeric: true, format: time, sortable: false },
+      ...IDLE_CAUSES.map(({ key, label, title }) => ({
+        key, label, title: key === "kernel_wait_us" ? `${title}: under ${formatUs(threshold)}` : title,
+        numeric: true, format: time, sortable: false,
+      })),
+    ],
+    rows: idleRows(average, idle.device),
+  });
+  return el("div", { class: "gpu-idle", testid: "gpu-idle" }, [
+    el("div", { class: "gpu-idle-title", text: `Idle ${formatRatio(share(idle.idle_us, idle.span_us))} of the steps' time, by cause` }),
+    bar, legend, table,
+  ]);
+}
+
+/** @param {HTMLElement} node @param {Gpu[]} gpus @param {Idle|undefined} idle */
+function drawGpus(node, gpus, idle) {
   if (!gpus.length) {
     node.replaceChildren(el("p", { class: "empty", text: "No GPU ran kernels in this trace." }));
     return;
   }
+  const { devices = [], average = [], kernel_wait_threshold_us: threshold = 0 } = idle || {};
   node.replaceChildren(...gpus.map((gpu) => el("div", { class: "gpu", attrs: { "data-device": String(gpu.device) } }, [
     gpus.length > 1 ? el("div", { class: "gpu-title", text: `GPU ${gpu.device}` }) : null,
     el("dl", { class: "kv" }, gpuFields(gpu).flatMap(([label, value]) => [
       el("dt", { text: label }),
       el("dd", { text: value, class: value === "n/a" ? "muted" : "" }),
     ])),
+    idleBlock(devices.find((d) => d.device === gpu.device), average, threshold),
   ])));
 }
 
@@ -263,11 +356,7 @@ function drawSummary(headline, node, average, stepCount) {
       {
         key: "category",
         label: "Category",
-        decorate: (row) => {
-          const swatch = el("span", { class: "swatch", attrs: { "aria-hidden": "true" } });
-          swatch.style.background = CATEGORY_COLORS[row.key];
-          return swatch;
-        },
+        decorate: (row) => swatchOf({ color: CATEGORY_COLORS[row.key] }),
       },
       { key: "time_us", label: "Time", numeric: true, format: (v) => formatUs(v) },
       { key: "share_ratio", label: "Share", numeric: true, format: (v) => formatRatio(v) },
@@ -357,7 +446,7 @@ export async function mount(root, params, { signal } = {}) {
   const steps = data.steps || [];
   const average = data.average;
   showWarnings(byTestId(root, "warnings"), data.warnings || []);
-  drawGpus(byTestId(root, "gpu-summary"), data.gpus || []);
+  drawGpus(byTestId(root, "gpu-summary"), data.gpus || [], data.idle);
   drawSummary(byTestId(root, "average-step"), byTestId(root, "execution-summary"), average, steps.length);
   drawRecommendations(byTestId(root, "recommendations"),
     /** @type {HTMLAnchorElement} */ (byTestId(root, "recommendations-link")), data.recommendations || [], params);
