@@ -19,10 +19,10 @@ several ranks' timelines can be drawn on one clock.
    A rank sharing none with any placed rank has no offset (None, used 0).
 4. Ranks on one host share one clock: there the offsets come out within a few us of 0 (the
    last rank into a collective leaves a few us after the others).
-5. One collective across ranks (the Trace view's highlight): the call an event belongs to is
-   the call whose kernels' range starts with the kernel (else the narrowest holding it), or, for a
-   host op (`nccl:*`, `gloo:*`, `record_param_comms`), the narrowest call whose host range holds
-   it; the same collective on another rank is its call with the same (group, match) once the
+5. One collective across ranks (the Trace view's highlight): the call an event on the GPU (a
+   communication kernel, or the `nccl:*` annotation over its kernels) belongs to is the call whose
+   kernels start with it, else the one whose kernels' range overlaps it most; for a host op
+   (`nccl:*`, `gloo:*`, `record_param_comms`), the narrowest call whose host range holds it; the same collective on another rank is its call with the same (group, match) once the
    shown ranks' calls are matched (stragglers' definition 1, among those ranks); on each rank the
    event shown for it is the same side as the one picked: its first communication kernel, or its
    host op (the `nccl:*` / `gloo:*` op of the call's name, else its `record_param_comms`).
@@ -119,24 +119,28 @@ def clocks(calls: pd.DataFrame, ranks: list[int], late: dict[str, Any]) -> dict[
 COLLECTIVE_HOST_OP = "record_param_comms"
 
 
-def is_collective_event(name: str, on_gpu: bool) -> bool:
-    """Events the Trace view can pick a collective by: a communication kernel, a collective host op."""
-    if on_gpu:
+def is_collective_event(name: str, kernel: bool) -> bool:
+    """Events the Trace view can pick a collective by: a communication kernel, a collective op or
+    annotation (host or GPU)."""
+    if kernel:
         return is_communication_kernel_name(name)
     return name == COLLECTIVE_HOST_OP or name.startswith(("nccl:", "gloo:"))
 
 
 def call_of_event(calls: pd.DataFrame, ts: float, dur: float, on_gpu: bool) -> int | None:
-    """The row of `calls` (a worker's collective_calls) the event belongs to, None when none holds it."""
+    """The row of `calls` (a worker's collective_calls) the event belongs to (definition 5), None
+    when none holds it. On the GPU (a kernel, or the `nccl:*` annotation over its kernels): the call
+    whose kernels start with it, else the one whose kernels' range overlaps it most."""
     lo, hi = ("gpu_ts", "gpu_end") if on_gpu else ("cpu_ts", "cpu_end")
     start, end = calls[lo].to_numpy(dtype=np.float64), calls[hi].to_numpy(dtype=np.float64)
-    holds = (start <= ts) & (ts + dur <= end)
     if on_gpu:
-        holds &= calls["kernels"].to_numpy() > 0
-        first = np.flatnonzero(holds & (start == ts))
+        overlap = np.where(calls["kernels"].to_numpy() > 0, np.minimum(end, ts + dur) - np.maximum(start, ts), -1.0)
+        first = np.flatnonzero((overlap >= 0) & (start == ts))
         if len(first):
             return int(first[0])
-    rows = np.flatnonzero(holds)
+        best = int(np.argmax(overlap)) if len(overlap) else -1
+        return best if best >= 0 and overlap[best] > 0 else None
+    rows = np.flatnonzero((start <= ts) & (ts + dur <= end))
     return int(rows[np.argmin(end[rows] - start[rows])]) if len(rows) else None
 
 

@@ -177,7 +177,7 @@ def has_events(tables: TraceTables) -> bool:
     return len(tables.events) > 0
 
 
-VIEW = View("trace", "Trace", router, has_events, about_of(timeline))
+VIEW = View("trace", "Trace", router, has_events, about_of(timeline, clocks))
 
 
 def _range(layout: timeline.Layout, start_us: float | None, end_us: float | None) -> tuple[float, float]:
@@ -272,25 +272,27 @@ def get_search(sel: Selection = Depends(select),
     return {**found, "warnings": []}
 
 
-MAX_SHOWN_WORKERS = 64
+MAX_SHOWN_WORKERS = 64  # web/static/js/lib/rankview.js's MAX_RANKS
 
 
 @router.get("/api/trace/collective", response_model=Collective)
 def get_collective(sel: Selection = Depends(select),
-                   id: int = Query(..., description="A collective's event on `worker`: a communication kernel "
-                                   "or its nccl:* / gloo:* / record_param_comms host op", examples=[0]),
+                   id: int = Query(..., description="A collective's event on `worker`: a communication kernel, "
+                                   "its nccl:* / gloo:* / record_param_comms host op or its GPU nccl:* annotation",
+                                   examples=[0]),
                    workers: str = Query(..., max_length=20000, description="Comma-separated workers shown "
                                         "together (the picked `worker` is added when missing)")
                    ) -> dict[str, Any]:
     """The same collective on every shown worker, matched as the Distributed view matches calls
     (by call order per process group), and the event that shows it there (the same side as
-    the picked one: kernel or host op)."""
+    the picked one: a kernel for a kernel or GPU annotation, else the host op)."""
     events = sel.tables.events
     if not (0 <= id < len(events)):
         raise NotFound(f"this trace has no timeline event {id}")
     name = str(events["name"].iat[id])
-    on_gpu = events["kind"].iat[id] == Kind.KERNEL
-    if not clocks.is_collective_event(name, on_gpu):
+    kind = events["kind"].iat[id]
+    on_gpu = kind in (Kind.KERNEL, Kind.GPU_USER_ANNOTATION)
+    if not clocks.is_collective_event(name, kind == Kind.KERNEL):
         raise NotFound(f"event {id} ({name}) is no collective: pick a communication kernel or its host op")
     shown = list(dict.fromkeys([sel.worker, *(w.strip() for w in workers.split(",") if w.strip())]))
     if len(shown) > MAX_SHOWN_WORKERS:

@@ -500,7 +500,7 @@ function timeline({ ui, source, info, lanes, bounds, params, signal }) {
       revealRow(st.selected);
       requestDraw(false);
       search.sync(id);
-      if (source.collective && isCollectiveEvent(event.name, event.kind)) markCollective(event.id);
+      if (source.collective && isCollectiveEvent(event.name)) markCollective(event.id);
     } catch (err) {
       if (ctl.signal.aborted || isAbort(err)) return;
       st.selected = null;

@@ -23,6 +23,8 @@ import { formatUs } from "./format.js";
  */
 
 export const ID_STRIDE = 2 ** 32;
+/** The most ranks shown together (what /api/trace/collective matches at once). */
+export const MAX_RANKS = 64;
 
 /**
  * The ranks of a `ranks` URL parameter ("1,0"), in order, each once; [] for "auto" or nothing.
@@ -41,8 +43,8 @@ export function parseRanks(text) {
 }
 
 /**
- * The ranks to show: those asked for that the run holds, else the straggler and the fastest,
- * else the first two ranks.
+ * The ranks to show: those asked for that the run holds (the first MAX_RANKS), else the straggler
+ * and the fastest, else the first two ranks.
  * @param {number[]} asked
  * @param {{rank: number}[]} held the run's ranks (/api/distributed's `ranks`)
  * @param {Clock} clock
@@ -51,7 +53,7 @@ export function parseRanks(text) {
 export function pickRanks(asked, held, clock) {
   const have = new Set(held.map((r) => r.rank));
   const known = asked.filter((r) => have.has(r));
-  if (known.length) return known;
+  if (known.length) return known.slice(0, MAX_RANKS);
   const pair = [clock.straggler, clock.fastest].filter((r) => r !== null && have.has(/** @type {number} */ (r)));
   return /** @type {number[]} */ (pair.length ? pair : held.slice(0, 2).map((r) => r.rank));
 }
@@ -243,14 +245,12 @@ export function mergeSearches(answers, shown) {
 }
 
 /**
- * Whether an event can pick a collective across ranks: a communication kernel or a collective
- * host op (the server decides for sure: /api/trace/collective).
+ * Whether an event can pick a collective across ranks: a communication kernel, a collective op
+ * or annotation (the server decides for sure: /api/trace/collective).
  * @param {string} name
- * @param {string} kind the event's kind name
  */
-export function isCollectiveEvent(name, kind) {
-  if (kind === "kernel") return /^(nccl|rccl)(Dev)?Kernel_/i.test(name);
-  return name === "record_param_comms" || /^(nccl|gloo):/.test(name);
+export function isCollectiveEvent(name) {
+  return /^(nccl|rccl)(Dev)?Kernel_/i.test(name) || name === "record_param_comms" || /^(nccl|gloo):/.test(name);
 }
 
 /**

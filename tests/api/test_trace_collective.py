@@ -101,6 +101,24 @@ def test_collective_on_the_real_run_follows_the_raw_kernels(api):
     assert [c["start_us"] for c in body["calls"]] == [raw[w][3] for w in workers]
 
 
+def test_collective_from_the_gpu_annotation_marks_kernels(api):
+    workers = sorted(p.name.split(".")[0] for p in REAL_DIR.glob("*.pt.trace.json.gz"))
+    gpu = {lane["id"] for lane in api.get("/api/trace/lanes", {"run": REAL, "worker": workers[1]}).json()["lanes"]
+           if lane["kind"] == "gpu"}
+    found = api.get("/api/trace/search", {"run": REAL, "worker": workers[1], "q": "nccl:all_reduce"}).json()["matches"]
+    annotation = [m for m in found if m["lane"] in gpu][2]
+    body = collective(api, REAL, workers[1], annotation["id"], workers).json()
+    # Its rank's NCCL kernel under the annotation, and the same collective's kernel on the other rank:
+    # what picking that kernel gives.
+    mine = body["calls"][0]
+    assert mine["worker"] == workers[1] and mine["lane"] == annotation["lane"]
+    assert annotation["start_us"] <= mine["start_us"] < annotation["start_us"] + annotation["dur_us"]
+    assert [c["id"] for c in body["calls"]] == [
+        c["id"] for c in collective(api, REAL, workers[1], mine["id"], workers).json()["calls"]]
+    assert all(api.get("/api/trace/event", {"run": REAL, "worker": c["worker"], "id": c["id"]}).json()["name"]
+               .startswith("ncclDevKernel") for c in body["calls"])
+
+
 def test_collective_refuses_other_events_and_workers(api):
     op = api.get("/api/trace/search", {"run": SHIFTED, "worker": "worker0", "q": "ProfilerStep"}).json()["matches"][0]
     response = collective(api, SHIFTED, "worker0", op["id"], ["worker1"])
