@@ -122,7 +122,7 @@ def gpu_idle(events: pd.DataFrame, steps: Steps, threshold_us: float = KERNEL_WA
     ts = events["ts"].to_numpy()[work]
     end = ts + events["dur"].to_numpy()[work]
     launch_ts = _launch_times(events, work)
-    device = device_of_kernels(events.iloc[work])
+    device = device_of_kernels(events[["device", "pid"]].iloc[work])
     stream = events["stream"].to_numpy()[work]
     is_kernel = kind[work] == Kind.KERNEL
     lo, hi = steps.span
