@@ -28,7 +28,8 @@ Where we differ from HTA, and why:
 - HTA drops the last ProfilerStep and GPU work it cannot tie to a host call inside the other
   steps; we keep all steps the Overview shows (Steps note) and all GPU work, which occupies its
   stream all the same.
-- HTA rounds fractional timestamps to whole microseconds (start up, end down); we keep them.
+- HTA rounds fractional timestamps to whole microseconds (start up, end down); we keep them:
+  rounding puts up to 1 us of kernel wait between kernels that touch.
 - HTA's gap is measured from the previous piece of work's end; where work on one stream
   overlaps (a recording artefact of under a microsecond), we measure from the latest end, so a
   gap is never negative.
@@ -65,8 +66,7 @@ class Gaps:
 _NO_GAPS = Gaps(np.empty(0), np.empty(0), np.empty(0, dtype=np.int64))
 
 
-def idle_gaps(ts: np.ndarray, end: np.ndarray, launch_ts: np.ndarray, bounds: tuple[float, float] | None = None,
-              threshold_us: float = KERNEL_WAIT_US) -> Gaps:
+def idle_gaps(ts: np.ndarray, end: np.ndarray, launch_ts: np.ndarray, bounds: tuple[float, float] | None = None) -> Gaps:
     """The gaps in the union of GPU work [ts, end) and their causes (notes 1-3); `launch_ts` is
     when each piece of work's host call began (NaN: none). With `bounds` (lo, hi), also the gap
     from lo to the first piece of work and from the last to hi (the GPU view)."""
@@ -85,7 +85,7 @@ def idle_gaps(ts: np.ndarray, end: np.ndarray, launch_ts: np.ndarray, bounds: tu
         next_launch = np.concatenate([launched.reindex(busy_start[:1]).to_numpy(), next_launch, [np.inf]])
     with np.errstate(invalid="ignore"):
         host = next_launch > gap_start
-    cause = np.where(host, HOST_WAIT, np.where(gap_end - gap_start < threshold_us, KERNEL_WAIT, OTHER))
+    cause = np.where(host, HOST_WAIT, np.where(gap_end - gap_start < KERNEL_WAIT_US, KERNEL_WAIT, OTHER))
     keep = gap_end > gap_start
     return Gaps(gap_start[keep], gap_end[keep], cause[keep])
 
@@ -111,7 +111,7 @@ def _row(values: np.ndarray, **key: Any) -> dict[str, Any]:
     return clean_row({**key, "idle_us": float(values.sum()), **{f"{c}_us": float(v) for c, v in zip(CAUSES, values)}})
 
 
-def gpu_idle(events: pd.DataFrame, steps: Steps, threshold_us: float = KERNEL_WAIT_US) -> dict[str, Any]:
+def gpu_idle(events: pd.DataFrame, steps: Steps) -> dict[str, Any]:
     """GPU idle time by cause in us: `devices`, each GPU over all steps (first start to last end,
     the Overview's span); `steps`, per step one row per GPU (`stream` None) and per stream;
     `average`, those rows' means over steps."""
@@ -130,17 +130,17 @@ def gpu_idle(events: pd.DataFrame, steps: Steps, threshold_us: float = KERNEL_WA
     devices, per_step = [], []  # per_step: (key, values per step)
     for dev in sorted(set(device[is_kernel].tolist())):
         mine = is_kernel & (device == dev)
-        gaps = idle_gaps(ts[mine], end[mine], launch_ts[mine], (lo, hi), threshold_us)
+        gaps = idle_gaps(ts[mine], end[mine], launch_ts[mine], (lo, hi))
         devices.append(_row(idle_by_cause(gaps, (np.array([lo]), np.array([hi])))[0], device=int(dev), span_us=hi - lo))
         per_step.append(({"device": int(dev), "stream": None}, idle_by_cause(gaps, windows)))
     pairs = pd.DataFrame({"device": device, "stream": stream})[stream >= 0].drop_duplicates().sort_values(
         ["device", "stream"])
     for dev, st in pairs.itertuples(index=False):
         mine = (device == dev) & (stream == st)
-        gaps = idle_gaps(ts[mine], end[mine], launch_ts[mine], None, threshold_us)
+        gaps = idle_gaps(ts[mine], end[mine], launch_ts[mine])
         per_step.append(({"device": int(dev), "stream": int(st)}, idle_by_cause(gaps, windows)))
     return {
-        "kernel_wait_threshold_us": threshold_us,
+        "kernel_wait_threshold_us": KERNEL_WAIT_US,
         "devices": devices,
         "steps": [_row(values[i], step=name, **key) for i, name in enumerate(steps.names) for key, values in per_step],
         "average": [_row(values.mean(axis=0), **key) for key, values in per_step],
