@@ -67,9 +67,7 @@ def test_two_ranks_default_to_the_straggler_and_the_fastest(trace, api, dist, sh
             assert all(re.match(rf"Rank {rank} · {sign}[\d.]+ us · ", h) for h in own), own
             assert re.search(rf"Rank {rank} \({worker_of(dist, rank)}\): {sign}[\d.]+ us ±[\d.]+ us from "
                              rf"{dist['stragglers']['collectives']} collectives", note), note
-    # Headers and lane names are whole in the label column (none cut off).
-    for label in trace.part("lane-labels").locator(f'{css_testid("process-label")}, {css_testid("lane-label")} span').all():
-        assert label.evaluate("(e) => e.scrollWidth <= e.clientWidth"), label.inner_text()
+    assert_labels_whole(trace)
     # Both ranks' GPU lanes are drawn: labelled, in the label column, with boxes on the canvas.
     gpu = trace.part("lane-labels").locator(".tl-lane-gpu")
     gpu_lanes = {int(gpu.nth(i).get_attribute("data-lane")) // ID_STRIDE for i in range(gpu.count())}
@@ -79,6 +77,16 @@ def test_two_ranks_default_to_the_straggler_and_the_fastest(trace, api, dist, sh
     assert start == pytest.approx(min(api(f"/api/trace/lanes?run={STRAGGLER.name}&worker={worker_of(dist, r)}")["start_us"]
                                       - offset[r] for r in ranks), abs=1e-3)
     trace.screenshot(shots, "trace_ranks")
+    trace.page.set_viewport_size({"width": 1000, "height": 760})
+    trace.wait_idle()
+    assert_labels_whole(trace)
+    trace.screenshot(shots, "trace_ranks_1000")
+
+
+def assert_labels_whole(trace) -> None:
+    """Headers and lane names are whole in the label column (none cut off)."""
+    for label in trace.part("lane-labels").locator(f'{css_testid("process-label")}, {css_testid("lane-label")} span').all():
+        assert label.evaluate("(e) => e.scrollWidth <= e.clientWidth"), label.inner_text()
 
 
 def test_clicking_a_collective_marks_it_on_every_rank(trace, api, dist, shots):
