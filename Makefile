@@ -4,10 +4,11 @@ VENV ?= .venv
 PYTHON ?= python3
 PORT ?= 6006
 
+# What serving needs, and nothing of the tests'.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[test]'
+	$(VENV)/bin/pip install -q -e .
 	touch $@
 
 # The collectors' tests run workloads on the CPU. Pinned: this version's CPU build is what the
