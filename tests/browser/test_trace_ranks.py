@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from browser_pages import NEXT_FRAMES, css_testid
-from runs import RESNET, STRAGGLER
+from runs import DDP4, RESNET, STRAGGLER, Run, each
 from test_trace import trace  # noqa: F401 (the fixture: the Trace page at 1400 x 900)
 
 pytestmark = pytest.mark.browser
@@ -29,27 +29,31 @@ def worker_of(dist: dict, rank: int) -> str:
     return next(r["worker"] for r in dist["ranks"] if r["rank"] == rank)
 
 
-def shown_lanes(api, dist: dict, ranks: list[int]) -> list[dict]:
+def shown_lanes(api, dist: dict, ranks: list[int], run: Run = STRAGGLER) -> list[dict]:
     """The page's lanes, as the layout stacks them: each rank's in its order, ids k * ID_STRIDE + id,
     a header wherever the rank or the process changes, host lanes folded to one row (the default)."""
     out = []
     for k, rank in enumerate(ranks):
-        lanes = api(f"/api/trace/lanes?run={STRAGGLER.name}&worker={worker_of(dist, rank)}")["lanes"]
+        lanes = api(f"/api/trace/lanes?run={run.name}&worker={worker_of(dist, rank)}")["lanes"]
         out += [{**lane, "id": k * ID_STRIDE + lane["id"], "process": f"{rank}:{lane['process']}",
                  "rows": lane["rows"] if lane["kind"] == "gpu" else 1} for lane in lanes]
     return out
 
 
-def test_two_ranks_default_to_the_straggler_and_the_fastest(trace, api, dist, shots):
-    trace.open(f"run={STRAGGLER.name}&ranks=auto").wait_drawn()
+@pytest.mark.parametrize("run", each(STRAGGLER, DDP4))
+def test_two_ranks_default_to_the_straggler_and_the_fastest(trace, api, run, shots):
+    dist = api(f"/api/distributed?run={run.name}")
+    trace.open(f"run={run.name}&ranks=auto").wait_drawn()
     clock = dist["clock"]
     ranks = [clock["straggler"], clock["fastest"]]
-    assert ranks == [1, 0]
-    expect(trace.page).to_have_url(re.compile(r"[?&]ranks=1%2C0(&|$)"))
+    if run == STRAGGLER:
+        assert ranks == [1, 0]
+    picked = f"{ranks[0]},{ranks[1]}"
+    expect(trace.page).to_have_url(re.compile(rf"[?&]ranks={ranks[0]}%2C{ranks[1]}(&|$)"))
     expect(trace.part("toggle-ranks")).to_be_checked()
-    expect(trace.part("trace-ranks")).to_have_value("1,0")
+    expect(trace.part("trace-ranks")).to_have_value(picked)
     expect(trace.part("toggle-counters")).to_be_disabled()
-    lanes = shown_lanes(api, dist, ranks)
+    lanes = shown_lanes(api, dist, ranks, run)
     assert trace.lane_labels() == [lane["name"] for lane in lanes]
     headers = trace.process_labels()
     assert len(headers) == len(dict.fromkeys(lane["process"] for lane in lanes))
@@ -74,13 +78,13 @@ def test_two_ranks_default_to_the_straggler_and_the_fastest(trace, api, dist, sh
     assert gpu_lanes == {0, 1}
     assert trace.drawn_boxes() > 100
     start, end = trace.window()
-    assert start == pytest.approx(min(api(f"/api/trace/lanes?run={STRAGGLER.name}&worker={worker_of(dist, r)}")["start_us"]
+    assert start == pytest.approx(min(api(f"/api/trace/lanes?run={run.name}&worker={worker_of(dist, r)}")["start_us"]
                                       - offset[r] for r in ranks), abs=1e-3)
-    trace.screenshot(shots, "trace_ranks")
+    trace.screenshot(shots, f"trace_ranks_{run.name}")
     trace.page.set_viewport_size({"width": 1000, "height": 760})
     trace.wait_idle()
     assert_labels_whole(trace)
-    trace.screenshot(shots, "trace_ranks_1000")
+    trace.screenshot(shots, f"trace_ranks_{run.name}_1000")
 
 
 def assert_labels_whole(trace) -> None:

@@ -35,8 +35,8 @@ import { navigate, updateQuery } from "./lib/url.js";
 import { wireGestures } from "./lib/gestures.js";
 import { searchBox } from "./lib/tracesearch.js";
 import {
-  collectiveIds, isCollectiveEvent, localId, mergeLanes, mergeSearches, mergeWindows, ownWindow, parseRanks,
-  hostLanes, pickRanks, placeEvent, rankNote, shownRanks,
+  collectiveIds, hostLanes, isCollectiveEvent, localId, mergeLanes, mergeSearches, mergeWindows, ownWindow,
+  parseRanks, pickRanks, placeEvent, rankNote, shownRanks,
 } from "./lib/rankview.js";
 
 /**
@@ -478,7 +478,7 @@ function timeline({ ui, source, info, lanes, bounds, params, signal }) {
   async function select(id, { zoom = false } = {}) {
     st.selected = placeOf(st.data, id);
     st.detail = null;
-    mark([]);
+    unmark();
     updateQuery({ select: String(id) });
     requestDraw(false);
     const panel = ui.details;
@@ -521,6 +521,11 @@ function timeline({ ui, source, info, lanes, bounds, params, signal }) {
     }
   }
 
+  function unmark() {
+    abort("collective");
+    mark([]);
+  }
+
   /** @param {number[]} ids the events marked as the selected collective */
   function mark(ids) {
     st.marked = new Set(ids);
@@ -544,8 +549,7 @@ function timeline({ ui, source, info, lanes, bounds, params, signal }) {
 
   function deselect() {
     abort("event");
-    abort("collective");
-    mark([]);
+    unmark();
     st.selected = null;
     st.detail = null;
     ui.details.panel.hidden = true;
