@@ -92,6 +92,9 @@ def test_overview_gpu_idle_by_cause_beside_the_utilization(overview, api, shots)
                 for r in data["idle"]["average"]]
     assert [rows.nth(i).locator("td").all_inner_texts() for i in range(rows.count())] == expected
     assert len(expected) == 3 and idle["other_us"] > 0
+    # How they are computed is in the page's note, with the rest of the Overview's.
+    overview.about().locator("summary").click()
+    expect(overview.about()).to_contain_text("GPU idle time by cause")
     overview.screenshot(shots, "overview_gpu_idle_page", full=True)
     overview.part("gpu-summary").screenshot(path=str(shots / "overview_gpu_idle.png"), animations="disabled")
     assert overview.page.errors == []
