@@ -2,7 +2,10 @@
 
 - Calls, total / mean / max / min duration: over the kernel events of the trace.
 - Mean blocks per SM, mean est. achieved occupancy: the trace's per-kernel values averaged
-  with each kernel's duration as its weight (kernels without the value are left out).
+  with each kernel's duration as its weight (kernels without the value are left out). Kineto
+  writes an occupancy of 0 where CUPTI could not estimate it (a kernel that ran had warps on an
+  SM): a kernel whose every call says 0 has no occupancy (shown as n/a); where only some calls
+  say 0, they count in the mean, as in the reference.
 - Tensor cores: told from the kernel name (see the tensor-core note); "guess" marks names
   that a rule can misjudge (e.g. Triton templates, which may or may not use `tl.dot`).
 - Launching operator: the operator whose runtime call launched the kernel (see the
@@ -96,7 +99,9 @@ def kernel_table(events: pd.DataFrame, tree: OpTree, group_by: KernelGrouping = 
     minimum = np.full(count, np.inf)
     np.minimum.at(minimum, group, dur)
     blocks = _weighted(events["blocks_per_sm"].to_numpy()[rows], dur, group, count)
-    occupancy = _weighted(events["occupancy"].to_numpy()[rows], dur, group, count) / 100.0
+    occupancy_values = events["occupancy"].to_numpy()[rows]
+    occupancy = _weighted(occupancy_values, dur, group, count) / 100.0
+    occupancy[np.bincount(group, weights=occupancy_values > 0, minlength=count) == 0] = np.nan
 
     categories = events["name"].cat.categories
     out = []

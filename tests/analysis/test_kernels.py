@@ -43,6 +43,19 @@ def test_by_name_sums_and_duration_weighted_means():
     assert not elementwise["tensor_cores"]
 
 
+def test_occupancy_zero_on_every_call_is_no_occupancy():
+    # Kineto writes 0 where CUPTI could not estimate it; where some calls have a value, the zeros
+    # count in the mean as the reference counted them.
+    t = Trace()
+    t.kernel(TC_GEMM, 100, 30, blocks_per_sm=1.0, occupancy=0.0)
+    t.kernel(TC_GEMM, 200, 10, blocks_per_sm=1.0, occupancy=0.0)
+    t.kernel(ELEMENTWISE, 300, 30, blocks_per_sm=1.0, occupancy=0.0)
+    t.kernel(ELEMENTWISE, 400, 10, blocks_per_sm=1.0, occupancy=40.0)
+    rows = {r["name"]: r for r in table(t)}
+    assert rows[TC_GEMM]["achieved_occupancy_ratio"] is None
+    assert rows[ELEMENTWISE]["achieved_occupancy_ratio"] == pytest.approx(0.4 * 10 / 40)
+
+
 def test_by_name_and_op_splits_by_launch_config_and_keeps_unlaunched_kernels():
     rows = table(two_ops(), "name_op")
     keyed = {(r["name"], r["op"], tuple(r["grid"])): r for r in rows}

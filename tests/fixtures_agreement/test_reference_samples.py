@@ -190,6 +190,10 @@ def test_kernel_table_and_pie(fixture_trace):
             assert abs(got[ours] - ref[theirs]) <= 1.0, f"{name} {ours}"
         assert got["tensor_cores"] == (ref["Tensor Cores Used"] == "Yes"), name
         assert abs(got["blocks_per_sm"] - ref["Mean Blocks Per SM"]) <= 0.005 + 1e-9, name
-        assert_percent(got["achieved_occupancy_ratio"], ref["Mean Est. Achieved Occupancy (%)"], f"{name} occupancy")
+        if ref["Mean Est. Achieved Occupancy (%)"] == 0:
+            # Every call's occupancy was 0, Kineto's "not estimated": n/a here, 0 % there (README: differences).
+            assert got["achieved_occupancy_ratio"] is None, name
+        else:
+            assert_percent(got["achieved_occupancy_ratio"], ref["Mean Est. Achieved Occupancy (%)"], f"{name} occupancy")
     for name, value in expected_line(run, 4)["total"]["rows"]:
         assert abs(kernels[name]["total_us"] - value) <= 1.0, name
