@@ -197,6 +197,24 @@ def test_table_inserts_text_only_and_sorts_naturally(lib):
     assert result["byT"] == ["step 10", "<img src=x onerror=alert(1)>", "step 9"]
 
 
+def test_table_sorts_from_anywhere_in_the_header_cell_once_per_click(lib):
+    # A click on the cell's padding sorts as a click on its label does; a click on the label sorts once
+    # (it reaches the cell by bubbling: twice would sort back).
+    result = lib("""(() => {
+        const sorts = [];
+        const wrap = table.buildTable({
+            columns: [{ key: "name", label: "Name" }, { key: "t", label: "T", numeric: true }],
+            rows: [{ name: "a", t: 1 }, { name: "b", t: 3 }], onSort: (s) => sorts.push(table.sortToText(s)),
+        });
+        const first = () => wrap.querySelector("tbody td").textContent;
+        wrap.querySelectorAll("th")[1].click();
+        const byCell = first();
+        wrap.querySelectorAll("th button")[1].click();
+        return { byCell, byLabel: first(), sorts };
+    })()""")
+    assert result == {"byCell": "b", "byLabel": "a", "sorts": ["t:desc", "t:asc"]}
+
+
 def test_query_puts_selection_first_and_drops_empty(lib):
     assert lib('url.toQuery({ sort: "total_us:desc", span: "2", run: "a b", worker: "w", x: "" })') == \
         "?run=a+b&worker=w&span=2&sort=total_us%3Adesc"

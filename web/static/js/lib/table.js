@@ -180,7 +180,10 @@ export function buildTable({
       : column.label;
     const th = el("th", { class: cellClass(column), title: column.title || "", attrs: { scope: "col" } }, [label]);
     if (typeof label !== "string") {
-      label.addEventListener("click", () => {
+      // On the whole cell, not only its label: a click on the padding beside the text sorts too. The
+      // button keeps the header reachable by keyboard; its click comes here by bubbling.
+      th.classList.add("sortable");
+      th.addEventListener("click", () => {
         const desc = current && current.key === column.key ? !current.desc : Boolean(column.numeric);
         current = { key: column.key, desc };
         const pageChanged = currentPage !== 1;
