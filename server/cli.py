@@ -2,6 +2,7 @@
 
     profboard --logdir ./runs [--port 6006] [--bind_all] [--token T]
     profboard summary ./runs --run R --worker W --span S --json
+    profboard diff ./runs --base RUN[/WORKER[/SPAN]] --new RUN[/WORKER[/SPAN]] [--json] [--fail-on-regression PCT]
     profboard index ./runs [--cache-dir DIR|URL] [--scheduler tcp://host:8786 | --workers N]
 """
 
@@ -15,10 +16,15 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from . import __version__
 from .settings import DEFAULT_MAX_BYTES, Settings
+
+if TYPE_CHECKING:
+    from .analysis.diff import Side
+    from .derived import Derivation
+    from .logdir import Run, TraceFile
 
 # The demo logdir shipped in a source checkout; served when no --logdir is given.
 _DEMO_LOGDIR = Path(__file__).resolve().parent.parent / "examples" / "logdir"
@@ -218,13 +224,24 @@ def _exit_now(code: int) -> NoReturn:
     os._exit(code)
 
 
-def summary(argv: list[str]) -> int:
+def _derivation(trace: TraceFile, settings: Settings, worker: str, names: tuple[str, ...]) -> Derivation:
+    """The derived items of one trace file, through the store: the items of `names` are computed while
+    a newly parsed trace's entry is written. Raises TraceFormatError."""
     from functools import partial
 
     from .derived import Derivation, derive_parsed
+    from .trace.load import store_trace
+
+    computed: dict = {}
+    entry, tables = store_trace(trace.path, trace.size, trace.mtime, [settings.cache_dir] if settings.cache_dir else [],
+                                max_bytes=settings.max_trace_bytes,
+                                meanwhile=partial(derive_parsed, worker, computed, names=names))
+    return Derivation(entry, lambda: tables, worker, computed=computed)
+
+
+def summary(argv: list[str]) -> int:
     from .logdir import discover
     from .trace.decode import TraceFormatError
-    from .trace.load import store_trace
 
     args = _summary_parser().parse_args(argv)
     try:
@@ -247,19 +264,121 @@ def summary(argv: list[str]) -> int:
         print(f"profboard summary: run {args.run!r} has no worker {worker!r} span {args.span!r} "
               f"(workers: {', '.join(run.workers)})", file=sys.stderr)
         return 2
-    settings = _settings(args, args.logdir)
-    computed: dict = {}  # the overview, computed while the parsed trace's entry is written
     try:
-        entry, tables = store_trace(trace.path, trace.size, trace.mtime, [settings.cache_dir] if settings.cache_dir else [],
-                                    max_bytes=settings.max_trace_bytes,
-                                    meanwhile=partial(derive_parsed, worker, computed, names=("overview",)))
+        derivation = _derivation(trace, _settings(args, args.logdir), worker, ("overview",))
     except TraceFormatError as exc:
         print(f"profboard summary: cannot read {trace.path}: {exc}", file=sys.stderr)
         return 1
     # The worker's overview as the server shows it when the run has no other worker: from the store.
-    json.dump(Derivation(entry, lambda: tables, worker, computed=computed).get("overview"), sys.stdout, indent=2)
+    json.dump(derivation.get("overview"), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
+
+
+def _diff_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="profboard diff",
+        description="Compare two runs of a logdir per training step (the /api/diff object). Exit status: 1 when "
+                    "--fail-on-regression PCT is given and the new average step is slower than the base's by more "
+                    "than PCT percent, 2 for bad input (unknown run, unreadable trace), else 0.")
+    parser.add_argument("logdir", help="folder or fsspec URL")
+    parser.add_argument("--base", required=True, metavar="RUN[/WORKER[/SPAN]]",
+                        help="the baseline (default worker: the run's first; span: 1)")
+    parser.add_argument("--new", required=True, metavar="RUN[/WORKER[/SPAN]]", help="the candidate")
+    parser.add_argument("--json", action="store_true", help="print the diff as JSON instead of a short summary")
+    parser.add_argument("--fail-on-regression", type=float, default=None, metavar="PCT",
+                        help="exit 1 when the new average step is slower than the base's by more than PCT percent")
+    parser.add_argument("--top", type=int, default=5, metavar="N",
+                        help="changes listed per table in the summary (default: 5)")
+    _add_common(parser)
+    return parser
+
+
+def _pick(runs: dict[str, Run], spec: str) -> tuple[Run, str, str, TraceFile]:
+    """The run, worker and trace file that RUN[/WORKER[/SPAN]] names (run names may hold slashes: the
+    longest run name that `spec` starts with); raises ValueError with a message for the user."""
+    names = [name for name in runs if spec == name or spec.startswith(name + "/")]
+    if not names:
+        raise ValueError(f"no run {spec!r} (runs: {', '.join(runs) or 'none found'})")
+    run = runs[max(names, key=len)]
+    rest = spec[len(run.name) + 1:].split("/") if spec != run.name else []
+    if len(rest) > 2:
+        raise ValueError(f"{spec!r}: expected RUN[/WORKER[/SPAN]]")
+    worker = rest[0] if rest and rest[0] else next(iter(run.workers), None)
+    span = rest[1] if len(rest) == 2 else "1"
+    trace = run.file(worker, span) if worker is not None else None
+    if trace is None:
+        raise ValueError(f"run {run.name!r} has no worker {worker!r} span {span!r} "
+                         f"(workers: {', '.join(run.workers) or 'none'})")
+    return run, worker, span, trace
+
+
+def _diff_side(trace: TraceFile, settings: Settings, worker: str) -> Side:
+    from .analysis.diff import side
+    from .analysis.modules import module_view
+
+    items = _derivation(trace, settings, worker, ("overview", "flows"))
+    tables, tree = items.tables(), items.get("optree")
+    return side(tables, items.get("overview"), tree, module_view(tables, tree, items.get("flows"))["modules"])
+
+
+def _short(name: str, width: int = 90) -> str:
+    return name if len(name) <= width else name[:width - 1] + "…"
+
+
+def _diff_summary(result: dict, top: int) -> str:
+    """The diff in a few lines: verdict, step delta, the largest changes of each table."""
+    steps = result["steps"]
+    ratio = result["step_delta_ratio"]
+    lines = [f"{result['verdict']}: average step {steps['base']['total_us'] / 1000:.2f} ms -> "
+             f"{steps['new']['total_us'] / 1000:.2f} ms" + (f" ({ratio:+.1%})" if ratio is not None else "")]
+    for table in ("operators", "kernels", "modules"):
+        changed = [row for row in result[table] if row["status"] != "unchanged"][:top]
+        if changed:
+            lines.append(f"{table} (change per step):")
+            lines += [f"  {row['status']:<9} device {row['delta_device_us']:+9.1f} us"
+                      + (f", host {row['delta_host_us']:+9.1f} us" if "delta_host_us" in row else "")
+                      + f"  {_short(row['name'])}" for row in changed]
+    recommendations = result["recommendations"]
+    for key in ("resolved", "new"):
+        if recommendations[key]:
+            lines.append(f"recommendations {key}: {', '.join(recommendations[key])}")
+    return "\n".join(lines)
+
+
+def diff(argv: list[str]) -> int:
+    from .analysis.diff import compare
+    from .logdir import discover
+    from .trace.decode import TraceFormatError
+
+    args = _diff_parser().parse_args(argv)
+    try:
+        runs = discover(args.logdir)
+    except (OSError, ValueError) as exc:
+        print(f"profboard diff: cannot list {args.logdir}: {exc}", file=sys.stderr)
+        return 2
+    settings = _settings(args, args.logdir)
+    sides, chosen = [], []
+    for spec in (args.base, args.new):
+        try:
+            run, worker, span, trace = _pick(runs, spec)
+            sides.append(_diff_side(trace, settings, worker))
+        except (TraceFormatError, OSError) as exc:
+            print(f"profboard diff: cannot read {trace.path}: {exc}", file=sys.stderr)
+            return 2
+        except ValueError as exc:
+            print(f"profboard diff: {exc}", file=sys.stderr)
+            return 2
+        chosen.append({"run": run.name, "worker": worker, "span": span})
+    result = {"base": chosen[0], "new": chosen[1], **compare(*sides)}
+    if args.json:
+        json.dump(result, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(_diff_summary(result, args.top))
+    ratio = result["step_delta_ratio"]
+    limit = args.fail_on_regression
+    return 1 if limit is not None and ratio is not None and ratio * 100 > limit else 0
 
 
 def _index_parser() -> argparse.ArgumentParser:
@@ -332,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
         return summary(argv[1:])
     if argv and argv[0] == "collect":
         return collect(argv[1:])
+    if argv and argv[0] == "diff":
+        return diff(argv[1:])
     if argv and argv[0] == "index":
         return index(argv[1:])
     if argv and argv[0] == "serve":
