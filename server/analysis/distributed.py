@@ -63,7 +63,8 @@ from . import ranges
 from .categories import is_communication_kernel_name, is_host_collective_name, role_masks
 from .names import name_mask
 from .optree import thread_key
-from .overview import gpu_properties, device_of_kernels, step_breakdown
+from .devices import device_of_kernels
+from .overview import gpu_properties, step_breakdown
 from .records import clean_row
 from .rankdist import missing_ranks, missing_warning, rank_measures
 from .steps import Steps, detect_steps, step_of

@@ -45,6 +45,7 @@ import pandas as pd
 
 from ..trace.schema import DEVICE_KINDS, LAUNCH_KINDS, Kind
 from . import ranges
+from .devices import device_of_kernels
 from .records import clean_row
 from .steps import Steps
 
@@ -115,8 +116,6 @@ def gpu_idle(events: pd.DataFrame, steps: Steps) -> dict[str, Any]:
     """GPU idle time by cause in us: `devices`, each GPU over all steps (first start to last end,
     the Overview's span); `steps`, per step one row per GPU (`stream` None) and per stream;
     `average`, those rows' means over steps."""
-    from .overview import device_of_kernels  # overview.py imports this module for its answer
-
     kind = events["kind"].to_numpy()
     work = np.flatnonzero(np.isin(kind, DEVICE_KINDS))
     ts = events["ts"].to_numpy()[work]

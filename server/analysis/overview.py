@@ -37,6 +37,7 @@ from ..trace.schema import Kind
 from ..trace.tables import TraceTables
 from . import ranges
 from .categories import role_masks
+from .devices import device_of_kernels
 from .idle import gpu_idle
 from .optree import OpTree
 from .recommendations import Context, recommend, recommend_across_ranks
@@ -69,16 +70,6 @@ def _step_rows(breakdown: pd.DataFrame, steps: Steps) -> list[dict[str, Any]]:
     for row, start, end in zip(rows, steps.starts, steps.ends):
         row["start_us"], row["end_us"] = float(start), float(end)
     return [clean_row(row) for row in rows]
-
-
-def device_of_kernels(kernels: pd.DataFrame) -> np.ndarray:
-    device = kernels["device"].to_numpy()
-    missing = device < 0
-    if missing.any():
-        # Old traces without args.device: the GPU's pid is its index.
-        pids = pd.to_numeric(kernels["pid"].astype(str), errors="coerce").to_numpy()
-        device = np.where(missing & np.isfinite(pids), np.nan_to_num(pids, nan=-1), device).astype(np.int64)
-    return device
 
 
 def gpu_summary(events: pd.DataFrame, steps: Steps, device_properties: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ import numpy as np
 
 from ...trace.schema import HOST_OP_KINDS, Kind
 from ..names import name_mask
-from ..overview import device_of_kernels
+from ..devices import device_of_kernels
 from ..recommendations import Context, Finding, finding
 
 DP_FORWARD = "DataParallel.forward"

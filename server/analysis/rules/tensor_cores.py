@@ -27,7 +27,7 @@ import pandas as pd
 from ...trace.schema import Kind
 from ..names import name_mask
 from ..optree import climb, subtree_sums
-from ..overview import device_of_kernels
+from ..devices import device_of_kernels
 from ..recommendations import Context, Finding, finding
 from ..tensor_cores import is_tc_eligible_op
 

@@ -1,0 +1,16 @@
+"""Which GPU a device event ran on: its `device` arg, or on old traces its process id."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def device_of_kernels(kernels: pd.DataFrame) -> np.ndarray:
+    device = kernels["device"].to_numpy()
+    missing = device < 0
+    if missing.any():
+        # Old traces without args.device: the GPU's pid is its index.
+        pids = pd.to_numeric(kernels["pid"].astype(str), errors="coerce").to_numpy()
+        device = np.where(missing & np.isfinite(pids), np.nan_to_num(pids, nan=-1), device).astype(np.int64)
+    return device
