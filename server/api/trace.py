@@ -280,8 +280,8 @@ def get_collective(sel: Selection = Depends(select),
                    id: int = Query(..., description="A collective's event on `worker`: a communication kernel, "
                                    "its nccl:* / gloo:* / record_param_comms host op or its GPU nccl:* annotation",
                                    examples=[0]),
-                   workers: str = Query(..., max_length=20000, description="Comma-separated workers shown "
-                                        "together (the picked `worker` is added when missing)")
+                   workers: str = Query("", max_length=20000, description="Comma-separated workers shown "
+                                        "together (the picked `worker` is added when missing; default: it alone)")
                    ) -> dict[str, Any]:
     """The same collective on every shown worker, matched as the Distributed view matches calls
     (by call order per process group), and the event that shows it there (the same side as
