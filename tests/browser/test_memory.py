@@ -43,6 +43,11 @@ class MemoryPage(ShellPage):
     def annotations(self) -> list[str]:
         return self.part("memory-curve").locator(".annotation-text").all_text_contents()
 
+    def peaks(self) -> list[str]:
+        """The peaks' markers, by what hovering them says ("Peak allocated: 2.94 GB at ...")."""
+        return self.part("memory-curve").evaluate(
+            "(node) => node.data.filter((t) => t.mode === 'markers').map((t) => t.hovertemplate.split(' at ')[0])")
+
     def rows(self, table: str) -> Locator:
         return self.part(table).locator("tbody tr")
 
@@ -80,8 +85,10 @@ def test_memory_curve_renders_with_the_api_peaks_and_steps(memory, api, shots):
     shapes = chart.evaluate("(node) => node.data.filter((t) => t.mode === 'lines').map((t) => [t.name, t.line.shape])")
     assert shapes == [["Reserved", "hv"], ["Allocated", "hv"]]
     labels = memory.annotations()
-    assert f"peak allocated {fmt_bytes(curve['peak_allocated']['bytes'])}" in labels
-    assert f"peak reserved {fmt_bytes(curve['peak_reserved']['bytes'])}" in labels
+    # The peaks are markers (named above the chart), not labels beside them: those sat under the hover box.
+    assert memory.peaks() == [f"Peak reserved: {fmt_bytes(curve['peak_reserved']['bytes'])}",
+                              f"Peak allocated: {fmt_bytes(curve['peak_allocated']['bytes'])}"]
+    assert not [label for label in labels if "peak" in label.lower()]
     for step in devices["steps"]:
         assert f"step {step['step']}" in labels
     expect(memory.part("peak-allocated")).to_have_text(fmt_bytes(curve["peak_allocated"]["bytes"]))
@@ -119,7 +126,7 @@ def test_memory_device_switch_redraws_for_the_host(memory, api):
     curve = api(f"/api/memory/curve?{SEL}&device=CPU")
     events = api(f"/api/memory/events?{SEL}&device=CPU")
     expect(memory.part("peak-allocated")).to_have_text(fmt_bytes(curve["peak_allocated"]["bytes"]))
-    assert f"peak allocated {fmt_bytes(curve['peak_allocated']['bytes'])}" in memory.annotations()
+    assert memory.peaks() == [f"Peak allocated: {fmt_bytes(curve['peak_allocated']['bytes'])}"]
     expect(memory.part("events-count")).to_have_text(count_text(events["total"], "allocation"))
     # Host memory has no reserved pool: only the allocated line is drawn, and no capacity.
     names = memory.part("memory-curve").evaluate("(node) => node.data.filter((t) => t.mode === 'lines').map((t) => t.name)")
@@ -158,7 +165,7 @@ def test_memory_drag_selects_a_range_that_filters_both_tables(memory, api, shots
     lanes = api(f"/api/trace/lanes?{SEL}")
     assert axis[0] == pytest.approx((float(start) - lanes["start_us"]) / 1000, abs=1e-3)
     assert axis[1] == pytest.approx((float(end) - lanes["start_us"]) / 1000, abs=1e-3)
-    assert f"peak allocated {fmt_bytes(curve['peak_allocated']['bytes'])}" in memory.annotations()
+    assert f"Peak allocated: {fmt_bytes(curve['peak_allocated']['bytes'])}" in memory.peaks()
     expect(memory.part("range-text")).to_have_text(re.compile(r"^Selected \d"))
     expect(memory.part("step-select")).to_have_value("custom")
     expect(memory.part("reset-range")).to_be_enabled()

@@ -16,7 +16,7 @@ import { getJSON, isAbort } from "./lib/api.js";
 import { byTestId, el, showWarnings } from "./lib/dom.js";
 import { formatBytes, formatCount, formatOffset, formatUs } from "./lib/format.js";
 import {
-  allocatedChange, byteTicks, capacityMarks, clampRange, curveTraces, memoryExtent, parseRange, peakAnnotations,
+  allocatedChange, byteTicks, capacityMarks, clampRange, curveTraces, memoryExtent, parseRange,
   rangeFromRelayout, rangeLabel, rangeQuery, stepMarks, stepOfRange, toMs, yTop,
 } from "./lib/memcurve.js";
 import { eventColumns, eventsCountText, statColumns } from "./lib/memtables.js";
@@ -257,7 +257,9 @@ async function drawCurve(node, curve, { span, origin, steps, toCapacity }) {
     },
     yaxis: { fixedrange: true, range: [0, top], tickvals: ticks.tickvals, ticktext: ticks.ticktext, rangemode: "tozero" },
     shapes: [...marks.shapes, ...capacity.shapes],
-    annotations: [...marks.annotations, ...capacity.annotations, ...peakAnnotations(curve, span, origin)],
+    // The peaks are marked by their markers and named above the chart: a label beside a peak sat under the
+    // hover box whenever the pointer came near it.
+    annotations: [...marks.annotations, ...capacity.annotations],
   }), { showTips: false }); // the hint under the chart says how to zoom back out
 }
 

@@ -1,6 +1,6 @@
 /**
  * The Memory view's curve, as pure functions: from `/api/memory/*` answers to Plotly traces,
- * axis ticks, step bands, peak labels, and the selected time range (absolute trace microseconds
+ * axis ticks, step bands, peak markers, and the selected time range (absolute trace microseconds
  * in the URL, milliseconds since the trace start on the x axis).
  * @module lib/memcurve
  */
@@ -29,8 +29,8 @@ export const COLORS = Object.freeze({
   stepText: "#5f6368",
 });
 
-/** Room above the highest value, as a share of it, for the peak labels. */
-const HEADROOM = 0.22;
+/** Room above the highest value, as a share of it: the step labels and the peaks' markers stay clear of the top. */
+const HEADROOM = 0.1;
 
 /** @param {unknown} v @returns {v is number} */
 const isNumber = (v) => typeof v === "number" && Number.isFinite(v);
@@ -268,41 +268,6 @@ export function curveTraces(curve, span, origin) {
     });
   }
   return traces;
-}
-
-/**
- * The peak labels ("peak allocated 2.94 GB"), with arrows pointing at the peaks; a label turns
- * left near the right edge so that it stays inside the chart.
- * @param {Curve} curve
- * @param {Range} span
- * @param {number} origin
- * @returns {object[]}
- */
-export function peakAnnotations(curve, span, origin) {
-  /** @type {object[]} */ const out = [];
-  const width = span.end_us - span.start_us;
-  const specs = [
-    { peak: curve.peak_allocated, text: "peak allocated", color: COLORS.allocated, ay: -26 },
-    { peak: curve.peak_reserved && curve.peak_reserved.bytes > 0 ? curve.peak_reserved : null, text: "peak reserved",
-      color: COLORS.reserved, ay: -22 },
-  ];
-  for (const { peak, text, color, ay } of specs) {
-    if (!peak) continue;
-    const share = width > 0 ? (peak.t_us - span.start_us) / width : 0.5;
-    const right = share > 0.7;
-    out.push({
-      x: toMs(peak.t_us, origin), y: peak.bytes, xref: "x", yref: "y",
-      text: `${text} ${formatBytes(peak.bytes)}`,
-      showarrow: true, arrowhead: 0, arrowwidth: 1, arrowcolor: color,
-      ax: right ? -24 : 24, ay, xanchor: right ? "right" : "left", yanchor: "bottom",
-      font: { size: 11, color }, bgcolor: "rgba(255, 255, 255, 0.85)", borderpad: 2,
-    });
-  }
-  // Two peaks at one time would write over each other: lift the reserved one's label.
-  if (out.length === 2 && Math.abs(/** @type {any} */ (out[0]).x - /** @type {any} */ (out[1]).x) < 1e-9) {
-    /** @type {any} */ (out[1]).ay = -44;
-  }
-  return out;
 }
 
 /**
