@@ -145,7 +145,9 @@ def test_delay_chart_marks_stragglers_on_two_axes(dv):
     delay, step = chart["traces"]
     assert (chart["delayAxis"]["unit"], chart["stepAxis"]["unit"]) == ("ms", "ms")
     assert delay["y"] == [0, 3.5543] and step["y"] == [90, 91]
-    assert delay["marker"]["color"] == [dv("dv.DELAY_COLOR"), dv("dv.STRAGGLER_COLOR")]
+    # One fill, the legend's; the straggler's bar outlined in red.
+    assert delay["marker"]["color"] == dv("dv.DELAY_COLOR")
+    assert delay["marker"]["line"] == {"color": dv("dv.STRAGGLER_COLOR"), "width": [0, 2.5]}
     assert (delay["yaxis"], step["yaxis"]) == ("y", "y2")
     assert chart["layout"]["yaxis2"]["overlaying"] == "y" and chart["layout"]["yaxis2"]["side"] == "right"
 

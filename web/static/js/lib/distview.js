@@ -67,7 +67,8 @@ export const WAIT_PARTS = Object.freeze([
     title: "Communication kernels tied to no call matched across ranks" },
 ]);
 
-/** Colours of the straggler chart: delay bars (stragglers stand out in red) and step-time bars. */
+/** Colours of the straggler chart: delay bars (a straggler's outlined in red: the legend shows the bars' fill, so
+ * one fill for all) and step-time bars. */
 export const DELAY_COLOR = "#f28e2b";
 export const STRAGGLER_COLOR = "#e15759";
 export const STEP_COLOR = "#a0cbe8";
@@ -197,7 +198,10 @@ export function delayChart(s) {
     {
       type: "bar", name: "Median arrival delay", x, offsetgroup: "delay", yaxis: "y",
       y: rows.map((r) => (isNumber(r.median_delay_us) ? r.median_delay_us / delayAxis.divisor : null)),
-      marker: { color: rows.map((r) => (named.has(r.rank) ? STRAGGLER_COLOR : DELAY_COLOR)), line: { width: 0 } },
+      marker: {
+        color: DELAY_COLOR,
+        line: { color: STRAGGLER_COLOR, width: rows.map((r) => (named.has(r.rank) ? 2.5 : 0)) },
+      },
       customdata: rows.map((r) => `${rankLabel(r.rank)} (${r.worker})<br>median delay ${formatUs(r.median_delay_us)}`
         + `, mean ${formatUs(r.mean_delay_us)}, max ${formatUs(r.max_delay_us)}<br>last at ${formatCount(r.times_last)}`
         + ` of ${counted(s.decided, "collective")}`),
@@ -261,12 +265,14 @@ export function delayMapChart(map) {
   const traces = [{
     type: "heatmap", x, y, z, customdata: text, hovertemplate: "%{customdata}<extra></extra>", hoverongaps: false,
     zmin: 0, colorscale: [[0, "#eef3f8"], [0.5, "#f2b45b"], [1, "#c2302e"]],
-    colorbar: { title: { text: axis.axisTitle("Delay") }, thickness: 12 },
+    // The title beside the bar, not above it, where the chart's mode bar would cover it.
+    colorbar: { title: { text: axis.axisTitle("Delay"), side: "right" }, thickness: 12 },
     xgap: x.length <= 64 ? 1 : 0, ygap: y.length <= 64 ? 1 : 0,
   }];
   const chartLayout = layout({
     height: Math.min(640, Math.max(200, 90 + 18 * y.length)),   // room for the colour bar with few rows
-    margin: { l: 96, r: 16, t: 8, b: 48 },
+    // Room above the map for the chart's mode bar, which covered the colour bar's top.
+    margin: { l: 96, r: 16, t: 32, b: 48 },
     xaxis: { type: "category", title: { text: "Collective (call number in its group)" }, showgrid: false },
     yaxis: { type: "category", autorange: "reversed", showgrid: false },
   });
