@@ -238,4 +238,6 @@ def compare(base: Side, new: Side, limit: int | None = None) -> dict[str, Any]:
         "kernels": matched(base.kernels, new.kernels, limit),
         "modules": matched(base.modules, new.modules, limit),
         "recommendations": {"resolved": sorted(base_ids - new_ids), "new": sorted(new_ids - base_ids)},
+        "warnings": ([f"The baseline has {base.steps} steps, the candidate {new.steps}: compared per step."]
+                     if base.steps != new.steps else []),
     }

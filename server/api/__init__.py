@@ -56,12 +56,13 @@ SLICES: tuple[Slice, ...] = (
     Slice("snapshot", of_run=has_snapshots),
     Slice("modules"),
     Slice("distributed", all_workers=True),
+    Slice("diff"),
 )
 
 
 # Version of trace_views' answer, which the trace's store keeps (server/derived.py): bump when a
 # view is added or its is_active check changes.
-VIEWS_VERSION = 1
+VIEWS_VERSION = 2
 
 
 def trace_views(tables: TraceTables) -> list[str]:

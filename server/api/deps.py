@@ -6,7 +6,7 @@ Clients never name files: ids map only to what discovery found.
 
 from __future__ import annotations
 
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -18,7 +18,7 @@ from ..analysis.overview import across_ranks
 from ..provider import TableDamage, TraceProvider, run_view
 from ..store import FileState, RunState, TraceStore
 from ..trace.tables import TraceTables
-from .errors import NotFound, StillLoading, TraceUnreadable
+from .errors import BadParameter, NotFound, StillLoading, TraceUnreadable
 
 
 @dataclass
@@ -190,3 +190,27 @@ def add_moved_route(router: APIRouter, old: str, new: str) -> None:
         query = request.url.query
         return RedirectResponse(new + (f"?{query}" if query else ""), status_code=307)
     router.add_route(old, moved, methods=["GET"], include_in_schema=False)
+
+
+def select_pair(request: Request,
+                base_run: str | None = Query(None, description="Baseline run, as listed by /api/runs; default: `run`"),
+                base_worker: str | None = Query(None, description="Baseline worker; default: `worker`, else the run's first"),
+                base_span: str | None = Query(None, description="Baseline span id; default: `span`, else the first"),
+                new_run: str | None = Query(None, description="Candidate run; default: the baseline's run"),
+                new_worker: str | None = Query(None, description="Candidate worker; defaults to the run's first"),
+                new_span: str | None = Query(None, description="Candidate span id; defaults to the first"),
+                run: str | None = Query(None, description="The baseline's run, as every view names its selection"),
+                worker: str | None = Query(None, description="The baseline's worker"),
+                span: str | None = Query(None, description="The baseline's span")
+                ) -> Iterator[tuple[Selection, Selection]]:
+    """Dependency: two selections (a diff's baseline and candidate), each resolved and pinned as
+    `select` does it. The baseline is `base_*`, else the selection every view takes (`run`,
+    `worker`, `span`)."""
+    if base_run is None:
+        base_run, base_worker, base_span = run, base_worker or worker, base_span or span
+    if base_run is None:
+        raise BadParameter("pass the baseline's run: base_run (or run)")
+    with ExitStack() as stack:
+        base = stack.enter_context(contextmanager(select)(request, base_run, base_worker, base_span))
+        new = stack.enter_context(contextmanager(select)(request, new_run or base_run, new_worker, new_span))
+        yield base, new

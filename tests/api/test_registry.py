@@ -25,7 +25,7 @@ ANALYSIS = {
 def test_registry_lists_each_slice_once_in_order():
     names = [e.name for e in SLICES]
     assert names == ["overview", "recommendations", "operators", "kernels", "compile", "trace", "memory",
-                     "snapshot", "modules", "distributed"]
+                     "snapshot", "modules", "distributed", "diff"]
     assert all(isinstance(e.view, View) for e in SLICES)
 
 
