@@ -6,12 +6,16 @@ returning findings; its thresholds are module constants next to it, and each fin
 the thresholds it was judged by. Rules live in `server/analysis/rules/`, one module per topic;
 `RULES` lists them. Rules across ranks (`RUN_RULES`) read the run's Distributed view once the
 run's other workers are loaded, and add findings to one worker's or add to them, so a worker's
-own findings are made once, at load. Findings are sorted most severe first.
+own findings are made once, at load. Each finding says what fixing it would save per step,
+and findings are ordered by that saving, largest first (savings.py: how savings are estimated,
+the severity bands they set, and which saving includes which).
 
 A finding: `id` (stable), `severity` (high|medium|low), `title` (one line), `detail` (what to
 do), `numbers` (the measured values, plain units: us, bytes, 0..1 ratios, counts),
 `thresholds` (the bars it was judged by), `evidence` (items with a `kind`, a `label`, and
-`start_us`/`end_us` on the trace clock and, where one event is the culprit, its `event_id`).
+`start_us`/`end_us` on the trace clock and, where one event is the culprit, its `event_id`),
+`saving_us`, `saving_ratio`, `saving_note` and, where another finding's saving covers its
+own, `included_in` (that finding's id).
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ import pandas as pd
 from ..trace.tables import TraceTables
 from .compile import compile_breakdown, compiled_regions
 from .launch import launch_overhead
+from .idle import Gaps
 from .optree import OpTree, build_op_tree
+from .savings import Saving, by_saving, gpu_gaps, main_gpu, mark_included
 from .steps import Steps
 
 Finding = dict[str, Any]
@@ -57,27 +63,37 @@ class Context:
         return compiled_regions(self.tables, self.steps)
 
     @cached_property
-    def compile_time_us(self) -> float:
-        """Host time torch.compile spent compiling inside the trace (a first call's)."""
-        return float(compile_breakdown(self.tables)["total_us"] or 0.0)
+    def compiling(self) -> dict[str, Any]:
+        """compile.compile_breakdown: host time torch.compile spent compiling inside the trace (a
+        first call's), and its roots."""
+        return compile_breakdown(self.tables)
 
     @cached_property
     def launch(self) -> dict[str, Any]:
         """launch.launch_overhead: GPU idle while launching, kernels shorter than their launch."""
         return launch_overhead(self.tables, self.steps)
 
+    @cached_property
+    def gpu(self) -> int | None:
+        """The GPU savings are read on (savings.main_gpu)."""
+        return main_gpu(self.gpus)
+
+    @cached_property
+    def gaps(self) -> Gaps:
+        """That GPU's idle gaps over the steps, with their causes."""
+        return gpu_gaps(self.tables.events, self.steps, self.gpu)
+
 
 Rule = Callable[[Context], list[Finding]]
 # (one worker's findings, the run's Distributed view, the worker's name in it) -> the findings
 RunRule = Callable[[list[Finding], dict[str, Any], str | None], list[Finding]]
-_SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2}
 
 
-def finding(id: str, severity: str, title: str, detail: str, numbers: dict[str, Any],
+def finding(id: str, saving: Saving, title: str, detail: str, numbers: dict[str, Any],
             thresholds: dict[str, Any], evidence: list[dict[str, Any]]) -> Finding:
-    """One finding in the shape the API documents."""
-    return {"id": id, "severity": severity, "title": title, "detail": detail, "numbers": numbers,
-            "thresholds": thresholds, "evidence": evidence}
+    """One finding in the shape the API documents; its severity follows its saving."""
+    return {"id": id, "severity": saving.level, "title": title, "detail": detail, "numbers": numbers,
+            "thresholds": thresholds, "evidence": evidence, **saving.keys()}
 
 
 def step_evidence(ctx: Context, index: int, **numbers: Any) -> dict[str, Any]:
@@ -87,13 +103,13 @@ def step_evidence(ctx: Context, index: int, **numbers: Any) -> dict[str, Any]:
 
 
 def recommend(ctx: Context, rules: tuple[Rule, ...] | None = None) -> list[Finding]:
-    """Every rule's findings, most severe first (rule order within a severity)."""
+    """Every rule's findings, largest saving first (rule order for ties)."""
     from .rules import RULES  # the rules import this module's helpers
 
     found: list[Finding] = []
     for rule in RULES if rules is None else rules:
         found += rule(ctx)
-    return _by_severity(found)
+    return by_saving(mark_included(found))
 
 
 def recommend_across_ranks(found: list[Finding], view: dict[str, Any], worker: str | None,
@@ -105,9 +121,4 @@ def recommend_across_ranks(found: list[Finding], view: dict[str, Any], worker: s
 
     for rule in RUN_RULES if rules is None else rules:
         found = rule(found, view, worker)
-    return _by_severity(found)
-
-
-def _by_severity(found: list[Finding]) -> list[Finding]:
-    # Stable: rule order within a severity, and the rules across ranks come after the others.
-    return sorted(found, key=lambda f: _SEVERITY_RANK[f["severity"]])
+    return by_saving(mark_included(found))

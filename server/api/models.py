@@ -71,3 +71,9 @@ class Recommendation(BaseModel):
     numbers: dict[str, Measure] = Field(description="The measured values")
     thresholds: dict[str, Measure] = Field(description="The bars they were judged by")
     evidence: list[Evidence]
+    saving_us: float | None = Field(description="Step time per step that fixing it would save, estimated from the "
+                                    "timeline (us); None where none is claimed")
+    saving_ratio: float | None = Field(description="saving_us of the mean step (0..1); severity follows it")
+    saving_note: str = Field(description="How the saving was estimated, or why none is claimed")
+    included_in: str | None = Field(None, description="The finding whose saving includes this one's: not to be "
+                                    "added to it")

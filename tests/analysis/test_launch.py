@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from profboard.server.analysis.launch import launch_overhead
 from profboard.server.analysis.rules.launch import launch_bound
 from synth import Trace, parse, rule_context
@@ -76,12 +78,15 @@ def test_launch_bound_fires_on_many_short_kernels():
     t = Trace()
     many_launches(t, kernel_us=1)
     [found] = launch_bound(rule_context(t))
-    # 60 kernels of 1 us in a 610 us step: busy 60 / 610 = 9.8% < 10% -> high; kernels 60 / launches 480 = 0.125
-    assert found["id"] == "launch_bound" and found["severity"] == "high"
+    # 60 kernels of 1 us in a 610 us step: busy 60 / 610 = 9.8%; kernels 60 / launches 480 = 0.125
+    assert found["id"] == "launch_bound"
     assert found["numbers"]["kernels_per_step"] == 60 and found["numbers"]["kernel_to_launch_ratio"] == 0.125
     assert found["numbers"]["gpu_busy_ratio"] == round(60 / 610, 6)
+    # the saving: the GPU's idle while the host is inside launch calls; severity follows it
+    idle = found["numbers"]["idle_launching_ratio"]
+    assert found["saving_ratio"] == pytest.approx(idle, abs=1e-6) and found["severity"] == "high" and idle >= 0.1
     assert found["thresholds"] == {"kernels_per_step": 50, "gpu_busy_ratio": 0.5, "kernel_to_launch_ratio": 0.4,
-                                   "high_gpu_busy_ratio": 0.1}
+                                   "high_saving_ratio": 0.1, "medium_saving_ratio": 0.02}
     kinds = [e["kind"] for e in found["evidence"]]
     assert kinds == ["step", "kernel", "kernel", "kernel"]
     assert all("event_id" in e for e in found["evidence"] if e["kind"] == "kernel")

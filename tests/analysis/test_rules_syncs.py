@@ -47,15 +47,37 @@ def test_item_sync_blocks_the_host():
     batch_then_model(t)
     item_at(t, 300)
     [found] = host_device_sync(rule_context(t))
-    # blocked: DtoH copy call 10 + sync 70 = 80 us of a 1000 us step = 8% -> medium (1%..10%)
-    assert found["severity"] == "medium"
+    # blocked: DtoH copy call 10 + sync 70 = 80 us of a 1000 us step; but the GPU had finished the
+    # matmul (at 200) before the read at 300: nothing drained, no GPU idle caused, so low.
     assert found["numbers"] == {"syncs_per_step": 1.0, "blocked_per_step_us": 80.0, "blocked_ratio": 0.08,
                                 "step_us": 1000.0}
-    assert found["thresholds"] == {"high_blocked_ratio": 0.1, "medium_blocked_ratio": 0.01}
+    assert (found["severity"], found["saving_us"], found["saving_ratio"]) == ("low", 0.0, 0.0)
+    assert found["thresholds"] == {"high_saving_ratio": 0.1, "medium_saving_ratio": 0.02}
     [site] = found["evidence"]
     assert (site["op"], site["via"], site["calls"]) == (
         "aten::item", "aten::_local_scalar_dense", ["cudaMemcpyAsync", "cudaStreamSynchronize"])
     assert (site["start_us"], site["end_us"], site["count"], site["step"]) == (300, 400, 1, "1")
+
+
+def test_a_sync_that_drains_the_queue_saves_the_gpu_idle_until_the_host_is_ahead():
+    """The matmul runs 60..500 while `.item()` waits for it (110..505); then the host launches
+    each kernel after the GPU went idle (host waits 500..600 and 650..700) until the third kernel,
+    launched at 725, waits behind the second (a kernel wait at 750): the host is ahead again."""
+    t = Trace()
+    t.step(1, 0, 1000)
+    t.op("aten::mm", 10, 20, external_id=101)
+    t.launch(15, 5, 60, 440, name=TC_GEMM, external_id=101)
+    t.op("aten::item", 100, 420, external_id=103)
+    t.op("aten::_local_scalar_dense", 105, 410, external_id=104)
+    t.copy(110, 10, 501, 1, external_id=104, name=READ_BACK)
+    t.runtime("cudaStreamSynchronize", 120, 385, external_id=104)
+    for ext, (launch, kernel, dur) in enumerate([(555, 600, 50), (665, 700, 50), (725, 760, 40)], start=110):
+        t.op("aten::mm", launch - 5, 15, external_id=ext)
+        t.launch(launch, 5, kernel, dur, name=TC_GEMM, external_id=ext)
+    [found] = host_device_sync(rule_context(t))
+    assert found["numbers"]["blocked_per_step_us"] == 395.0  # the host's wait: not the saving
+    assert (found["saving_us"], found["saving_ratio"], found["severity"]) == (150.0, 0.15, "high")
+    assert "GPU idle" in found["saving_note"]
 
 
 def test_evidence_event_is_the_culprit_operator():
@@ -104,10 +126,10 @@ def test_pageable_copy_mid_step_is_an_h2d_copy_and_a_sync():
     weight_copy_at(t, 500)
     ctx = rule_context(t)
     [copy] = h2d_copy_in_step(ctx)
-    # copy call 5 + its sync 40 = 45 us of 1000 = 4.5% -> medium
+    # copy call 5 + its sync 40 = 45 us of 1000; the GPU was idle already (its matmul ended at 200)
     assert copy["numbers"] == {"copies_per_step": 1.0, "per_step_bytes": 40.0, "blocked_per_step_us": 45.0,
                                "blocked_ratio": 0.045, "step_us": 1000.0}
-    assert copy["severity"] == "medium"
+    assert (copy["severity"], copy["saving_us"]) == ("low", 0.0)
     assert [e["op"] for e in copy["evidence"]] == ["aten::to"]
     [sync] = host_device_sync(ctx)
     assert sync["numbers"]["blocked_per_step_us"] == 40.0  # the sync alone: an H2D copy call does not read back
@@ -175,8 +197,8 @@ def test_explicit_synchronize_inside_a_step():
     batch_then_model(t)
     t.runtime("cudaDeviceSynchronize", 700, 150)
     [found] = host_device_sync(rule_context(t))
-    assert found["numbers"]["blocked_per_step_us"] == 150.0  # 15% -> high
-    assert found["severity"] == "high"
+    assert found["numbers"]["blocked_per_step_us"] == 150.0
+    assert found["saving_us"] == 0.0  # the GPU had nothing queued to drain
     [site] = found["evidence"]
     assert (site["kind"], site["start_us"], site["end_us"]) == ("runtime", 700, 850)
 

@@ -31,19 +31,21 @@ def fp32_step(unused_us: float, major: int = 9) -> Trace:
 
 def test_fp32_matmul_without_tensor_cores():
     [found] = tensor_cores_unused(rule_context(fp32_step(250)))
-    # 250 us of the 1000 us step = 25%: over 10%, under 30% -> medium
-    assert found["severity"] == "medium"
+    # 250 us of the 1000 us step = 25%, over 10%; at 2x faster on tensor cores, 125 us saved (12.5%): high
+    assert (found["saving_us"], found["saving_ratio"], found["severity"]) == (125.0, 0.125, "high")
     assert found["numbers"] == {"device": 0, "unused_per_step_us": 250.0, "unused_ratio": 0.25,
                                 "compute_capability": "9.0", "input_types": ["float"]}
-    assert found["thresholds"] == {"unused_ratio": 0.1, "high_unused_ratio": 0.3, "min_compute_capability": 7.0}
+    assert found["thresholds"] == {"unused_ratio": 0.1, "assumed_speedup": 2.0, "min_compute_capability": 7.0,
+                                   "high_saving_ratio": 0.1, "medium_saving_ratio": 0.02}
     [item] = found["evidence"]
     assert (item["op"], item["calls"], item["unused_us"], item["start_us"]) == ("aten::mm", 1, 250.0, 10)
     # the other mm call used tensor cores, so precision settings allow them: the advice is about shapes
     assert item["tensor_cores_elsewhere"] and "multiples of 8" in found["detail"]
 
 
-def test_high_share_is_high():
-    assert tensor_cores_unused(rule_context(fp32_step(350)))[0]["severity"] == "high"  # 35%
+def test_severity_follows_the_saving():
+    [found] = tensor_cores_unused(rule_context(fp32_step(150)))  # 15% unused, 75 us saved: 7.5%
+    assert (found["saving_us"], found["severity"]) == (75.0, "medium")
 
 
 def test_under_the_bar_is_quiet():

@@ -18,6 +18,7 @@ RULES: tuple[Rule, ...] = (
     parallel.ddp_instead_of_dp,
     compile.graph_breaks,
     launch.launch_bound,
+    compile.compile_dominated,
 )
 
 # Rules across ranks, applied after RULES (recommendations.recommend_across_ranks).

@@ -5,7 +5,9 @@ Judged on the launch-overhead analysis (see the compile view's note), over the m
 - the GPU busy (kernels, copies, sets) under half of the step;
 - the launched kernels' GPU time under 0.4 of the host time spent in their launch calls: the
   host cannot hand the GPU work as fast as the GPU finishes it, whatever else it does.
-High when the GPU is busy under 10% of the step. Evidence: the steps with the largest share
+Saving: the GPU's idle time while the host is inside launch calls (`idle_launching_us`): what
+launching fewer, larger pieces of work removes; the host's other work (Python, operators'
+dispatch) between launches is not counted. Evidence: the steps with the largest share
 of GPU-idle time inside launch calls, and the kernels whose launch exceeds them most.
 """
 
@@ -14,11 +16,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..recommendations import Context, Finding, finding, step_evidence
+from ..savings import BANDS, saving
 
 MIN_LAUNCHES_PER_STEP = 50
 MAX_GPU_BUSY_RATIO = 0.5
 MAX_KERNEL_TO_LAUNCH_RATIO = 0.4
-HIGH_GPU_BUSY_RATIO = 0.1
 MAX_EVIDENCE_STEPS = 3
 MAX_EVIDENCE_KERNELS = 3
 
@@ -45,7 +47,8 @@ def launch_bound(ctx: Context) -> list[Finding]:
                for w in launch["worst"][:MAX_EVIDENCE_KERNELS]]
     busy = summary["gpu_busy_ratio"]
     return [finding(
-        "launch_bound", "high" if busy < HIGH_GPU_BUSY_RATIO else "medium",
+        "launch_bound", saving(summary["idle_launching_us"] or 0.0, ctx.step_time_us,
+                               "GPU idle while the host is inside launch calls"),
         f"The GPU is busy {busy:.1%} of the step: it waits while {summary['kernels_per_step']:.0f} short kernels "
         "a step are launched one by one",
         "Launching costs more host time than the kernels take on the GPU. Capture the step in CUDA graphs "
@@ -58,5 +61,5 @@ def launch_bound(ctx: Context) -> list[Finding]:
                  "median_kernel_us": summary["median_kernel_us"], "median_launch_us": summary["median_launch_us"],
                  "step_us": summary["step_us"]},
         thresholds={"kernels_per_step": MIN_LAUNCHES_PER_STEP, "gpu_busy_ratio": MAX_GPU_BUSY_RATIO,
-                    "kernel_to_launch_ratio": MAX_KERNEL_TO_LAUNCH_RATIO, "high_gpu_busy_ratio": HIGH_GPU_BUSY_RATIO},
+                    "kernel_to_launch_ratio": MAX_KERNEL_TO_LAUNCH_RATIO, **BANDS},
         evidence=steps + kernels)]

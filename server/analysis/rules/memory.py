@@ -4,7 +4,8 @@ From the `[memory]` records' totals (`profile_memory=True`) against the device's
 `totalGlobalMem`: peak allocated (tensors alive) and peak reserved (what the caching
 allocator holds). Over 90% allocated: medium (the next larger batch or sequence runs out of
 memory); only reserved over 90%: low (cached or fragmented blocks; the allocator frees and
-retries before it fails). Evidence: the peak, with the operator running when it was reached,
+retries before it fails). No saving is claimed: memory near the limit costs no step time of its
+own; it rules out a larger batch. Evidence: the peak, with the operator running when it was reached,
 and its step.
 """
 
@@ -18,6 +19,7 @@ import numpy as np
 from ..memory import attribution, device_mask, devices
 from ..memory_curve import curve
 from ..recommendations import Context, Finding, finding, step_evidence
+from ..savings import no_saving
 
 NEAR_LIMIT_RATIO = 0.90
 
@@ -58,7 +60,9 @@ def memory_near_limit(ctx: Context) -> list[Finding]:
         ratio = allocated_ratio if over_allocated else reserved_ratio
         label = f"{dev['label']}: peak {what} {peak['bytes'] / 2**30:.1f} GiB of {capacity / 2**30:.1f} GiB"
         found.append(finding(
-            "memory_near_limit", "medium" if over_allocated else "low",
+            "memory_near_limit",
+            no_saving("none claimed: memory near the limit costs no step time of its own",
+                      "medium" if over_allocated else "low"),
             f"{dev['label']} memory peaks at {ratio:.1%} of its capacity ({what})",
             "The GPU is close to running out of memory, which also rules out a larger batch. Use bf16 "
             "autocast, activation checkpointing (`torch.utils.checkpoint`), a fused or 8-bit optimizer, or "

@@ -9,7 +9,9 @@ the backward pass runs) is faster even on one machine.
 2. Over several GPUs: its `Broadcast` / `Gather` / `ReduceAddCoalesced` autograd functions
    (model replication and output gathering), frames in `replicate.py` / `parallel_apply.py`, or
    kernels on two or more GPUs. DataParallel over one GPU only scatters, and costs little.
-Fires (medium) when both hold. Evidence: the first DataParallel ranges and replication calls.
+Fires when both hold. Saving: the host time per step of DataParallel's replication and
+gathering (its Broadcast, Gather and ReduceAddCoalesced calls), which DDP does not do; the
+threads' contention for the GIL is not counted. Evidence: the first DataParallel ranges and replication calls.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ...trace.schema import HOST_OP_KINDS, Kind
 from ..names import name_mask
 from ..devices import device_of_kernels
 from ..recommendations import Context, Finding, finding
+from ..savings import BANDS, saving
 
 DP_FORWARD = "DataParallel.forward"
 REPLICA_OPS = frozenset({"Broadcast", "Gather", "ReduceAddCoalesced"})
@@ -73,8 +76,9 @@ def ddp_instead_of_dp(ctx: Context) -> list[Finding]:
     steps = max(len(ctx.steps.names), 1)
     evidence = _evidence(ctx, forward if len(forward) else dp_frames, "range")
     evidence += _evidence(ctx, replicas if len(replicas) else replica_frames, "operator")
+    replication = float(dur[replicas].sum()) / steps
     return [finding(
-        "ddp_instead_of_dp", "medium",
+        "ddp_instead_of_dp", saving(replication, ctx.step_time_us, "DataParallel's replication and gathering, host time"),
         f"torch.nn.DataParallel spreads the model over {max(gpus, MIN_GPUS)} GPUs from one process",
         "DataParallel copies the model to every GPU each step, runs the replicas in threads of one "
         "process (sharing the GIL) and gathers outputs on the first GPU. Use "
@@ -83,6 +87,6 @@ def ddp_instead_of_dp(ctx: Context) -> list[Finding]:
         numbers={"gpus": gpus, "data_parallel_forward_calls": int(len(forward)),
                  "data_parallel_forward_per_step_us": round(float(dur[forward].sum()) / steps, 3),
                  "replication_calls": int(len(replicas)),
-                 "replication_per_step_us": round(float(dur[replicas].sum()) / steps, 3)},
-        thresholds={"min_gpus": MIN_GPUS},
+                 "replication_per_step_us": round(replication, 3)},
+        thresholds={"min_gpus": MIN_GPUS, **BANDS},
         evidence=evidence)]

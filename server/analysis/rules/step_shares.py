@@ -1,7 +1,11 @@
 """Rules on the step-time breakdown: a category taking too large a share of the average step.
 
-- `dataloader_bound`: DataLoader over 5% of the average step (the reference's bar); high over 25%.
-- `high_communication`: communication not hidden behind compute over 10% of the step; high over 30%.
+- `dataloader_bound`: DataLoader over 5% of the average step (the reference's bar). Saving: the
+  GPU's idle time under the DataLoader's `__next__` ranges (savings.py note 3): while it loads,
+  a GPU still busy with queued work loses nothing.
+- `high_communication`: communication not hidden behind compute over 10% of the step. Saving:
+  that exposed part (the step breakdown's Communication: time with a communication kernel or
+  host collective running and no compute kernel, copy or set).
   When the run's other workers are loaded and at least WAITING_SHARE of this worker's
   communication time is waiting for other ranks (synchronizing, see the Distributed view),
   the advice is to balance the ranks first: overlapping waiting with compute does not help
@@ -11,19 +15,26 @@ Evidence: the three steps where the category took longest.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
+import numpy as np
+
+from ...trace.schema import HOST_OP_KINDS
+from .. import ranges
+from ..categories import is_dataloader_name
+from ..names import name_mask
 from ..recommendations import Context, Finding, finding, step_evidence
+from ..savings import BANDS, Saving, idle_under, saving
 
 DATALOADER_SHARE = 0.05
-DATALOADER_HIGH = 0.25
 COMMUNICATION_SHARE = 0.10
-COMMUNICATION_HIGH = 0.30
 WAITING_SHARE = 0.5
 
 
-def _share_rule(ctx: Context, id: str, column: str, threshold: float, high: float, title: str,
-                detail: str) -> list[Finding]:
+def _share_rule(ctx: Context, id: str, column: str, threshold: float, saved: Callable[[float], Saving],
+                title: str, detail: str) -> list[Finding]:
+    """Fires when `column` takes over `threshold` of the mean step; `saved` gives the saving from
+    the column's mean per step."""
     total = ctx.step_time_us
     if total <= 0:
         return []
@@ -32,16 +43,26 @@ def _share_rule(ctx: Context, id: str, column: str, threshold: float, high: floa
     if share <= threshold:
         return []
     worst = ctx.breakdown[column].to_numpy().argsort()[::-1][:3]
-    return [finding(id, "high" if share > high else "medium", title.format(share=share), detail,
+    return [finding(id, saved(mean), title.format(share=share), detail,
                     numbers={"share_ratio": round(share, 6), column: round(mean, 3), "step_us": round(total, 3)},
-                    thresholds={"share_ratio": threshold, "high_share_ratio": high},
+                    thresholds={"share_ratio": threshold, **BANDS},
                     evidence=[step_evidence(ctx, int(i), **{column: float(ctx.breakdown[column].iloc[i])})
                               for i in worst])]
 
 
+def _idle_under_dataloader(ctx: Context) -> Saving:
+    events = ctx.tables.events
+    rows = np.flatnonzero(np.isin(events["kind"].to_numpy(), HOST_OP_KINDS)
+                          & name_mask(events["name"], is_dataloader_name))
+    ts = events["ts"].to_numpy()[rows]
+    idle = idle_under(ctx.gaps, ranges.union(ts, ts + events["dur"].to_numpy()[rows]), ctx.steps)
+    return saving(idle / max(len(ctx.steps.names), 1), ctx.step_time_us,
+                  "GPU idle while the DataLoader loads (its __next__ ranges)")
+
+
 def dataloader_bound(ctx: Context) -> list[Finding]:
     return _share_rule(
-        ctx, "dataloader_bound", "dataloader_us", DATALOADER_SHARE, DATALOADER_HIGH,
+        ctx, "dataloader_bound", "dataloader_us", DATALOADER_SHARE, lambda _: _idle_under_dataloader(ctx),
         "{share:.1%} of the step time is spent waiting for input data",
         "The training loop waits on the DataLoader. Raise `num_workers`, set `pin_memory=True` "
         "and `persistent_workers=True`, or move decoding and augmentation off the critical path.")
@@ -49,7 +70,8 @@ def dataloader_bound(ctx: Context) -> list[Finding]:
 
 def high_communication(ctx: Context) -> list[Finding]:
     return _share_rule(
-        ctx, "high_communication", "communication_us", COMMUNICATION_SHARE, COMMUNICATION_HIGH,
+        ctx, "high_communication", "communication_us", COMMUNICATION_SHARE,
+        lambda exposed: saving(exposed, ctx.step_time_us, "communication not overlapped with compute (exposed)"),
         "{share:.1%} of the step time is communication not overlapped with compute",
         "Overlap more communication with computation (DDP bucket sizes, FSDP prefetch), "
         "compress gradients, accumulate gradients over several steps, or raise the batch size.")

@@ -6,7 +6,9 @@ a run of one worker never gets this finding.
    (Stragglers, definition 4: judged by how long they hold the others up, not by how often
    they are last), among MIN_DECIDED or more collectives with a decided order.
 2. It costs something: the other ranks' median waiting time per step (synchronizing time in
-   their collectives) is at least WAIT_SHARE of their median step time; high from HIGH_WAIT_SHARE.
+   their collectives) is at least WAIT_SHARE of their median step time.
+Saving: that waiting per step (what balanced ranks would stop waiting), of the others' median
+step; on a worker with `high_communication`, it is part of that exposed communication.
 The finding says which rank is late whichever worker it is read on; read on a straggler, it
 quotes that rank's own numbers. Evidence: this worker's own calls of the collectives with the
 widest spread of arrivals.
@@ -19,11 +21,11 @@ from typing import Any
 import numpy as np
 
 from ..recommendations import Finding, finding
+from ..savings import BANDS, saving
 from ..stragglers import DELAY_SHARE, HELD_SHARE
 
 MIN_DECIDED = 3
 WAIT_SHARE = 0.05
-HIGH_WAIT_SHARE = 0.20
 MAX_EVIDENCE = 3
 
 
@@ -85,12 +87,12 @@ def _straggler(view: dict[str, Any], worker: str | None) -> list[Finding]:
         "sequence lengths, a rank that also logs or checkpoints, fewer DataLoader workers); the same work taking "
         "longer points at the machine (a slower or throttled GPU, a busy host, a shared node).")
     return [finding(
-        "straggler", "high" if share >= HIGH_WAIT_SHARE else "medium", title, detail,
+        "straggler", saving(others_wait, others_step, "the other ranks' waiting for the late rank(s)"), title, detail,
         numbers={"straggler_ranks": sorted(late), "times_last": first["times_last"], "decided": found["decided"],
                  "last_ratio": first["last_ratio"], "median_delay_us": first["median_delay_us"],
                  "held_per_step_us": first["held_per_step_us"], "quoted_rank": first["rank"],
                  "others_wait_us": round(others_wait, 3), "others_step_us": round(others_step, 3),
                  "wait_share_ratio": round(share, 6), "this_rank": me},
-        thresholds={"decided": MIN_DECIDED, "wait_share_ratio": WAIT_SHARE, "high_wait_share_ratio": HIGH_WAIT_SHARE,
+        thresholds={"decided": MIN_DECIDED, "wait_share_ratio": WAIT_SHARE, **BANDS,
                     "delay_share_ratio": DELAY_SHARE, "held_share_ratio": HELD_SHARE},
         evidence=_evidence(found["occurrences"], me))]

@@ -19,12 +19,13 @@
   `cudaStreamSynchronize`, `cudaDeviceSynchronize`, `cudaEventSynchronize`, synchronous
   `cudaMemcpy`, and `cudaMemcpyAsync` whose copy reads back (DtoH), inside steps, outside the
   input pipeline; and `torch.cuda.synchronize()` (`cudaDeviceSynchronize` made by no operator)
-  inside a ProfilerStep. Fires on any; severity by the host time blocked in those calls per
-  step: high from 10% of the step, medium from 1%, else low.
+  inside a ProfilerStep. Fires on any. Saving: the GPU idle these calls and the in-step H2D
+  copies' calls cause (savings.py note 2: from the drain until the GPU is busy again, at most
+  the host's wait), not the host's wait alone: where the GPU stays busy, a sync costs little.
 - `h2d_copy_in_step`: H2D copies inside steps outside the input pipeline: tensors made on the
   CPU and moved each step (`torch.tensor(...)`, `.cuda()` / `.to(device)` of a CPU tensor,
-  indexing with a Python list or range). Fires on any; severity by the host time those
-  copies took (their copy calls and the syncs they made) per step, with the same bars.
+  indexing with a Python list or range). Fires on any. Saving: the GPU idle caused by those
+  copies' calls and the syncs they made, the same way; host_device_sync's includes it.
 
 Each finding names the operator that caused it (the outermost operator above the call, below
 any `record_function` range) and its Python frame (the innermost frame outside PyTorch of
@@ -48,9 +49,8 @@ from ..names import name_mask
 from ..optree import climb
 from ..steps import host_steps
 from ..recommendations import Context, Finding, finding
+from ..savings import BANDS, Saving, idle_caused, saving
 
-HIGH_BLOCKED_RATIO = 0.10
-MEDIUM_BLOCKED_RATIO = 0.01
 MAX_EVIDENCE = 5
 
 SYNC_CALLS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",
@@ -61,7 +61,6 @@ COPY_OPS = frozenset({"aten::to", "aten::_to_copy", "aten::copy_", "aten::contig
                       "aten::lift_fresh", "aten::_local_scalar_dense", "aten::item"})
 _ZERO_GRAD = "Optimizer.zero_grad"
 _COMPILING = "(dynamo_timed)"
-_THRESHOLDS = {"high_blocked_ratio": HIGH_BLOCKED_RATIO, "medium_blocked_ratio": MEDIUM_BLOCKED_RATIO}
 
 
 @dataclass(frozen=True)
@@ -176,10 +175,6 @@ def _frames(ctx: Context, rows: np.ndarray) -> dict[int, tuple[str, ...]]:
     return {int(r): stacks.frames[stacks.of_row[r]] if stacks.of_row[r] >= 0 else () for r in rows}
 
 
-def _severity(ratio: float) -> str:
-    return "high" if ratio >= HIGH_BLOCKED_RATIO else "medium" if ratio >= MEDIUM_BLOCKED_RATIO else "low"
-
-
 def _sites(ctx: Context, table: pd.DataFrame) -> list[dict[str, Any]]:
     """Evidence: per (cause operator, frame) the occurrence that blocked longest, worst sites first.
     `table` has one row per occurrence: cause (events row), via (events row), calls, blocked_us."""
@@ -241,6 +236,15 @@ def _explicit_syncs(ctx: Context) -> pd.DataFrame:
     return pd.DataFrame({"row": rows, "step": step, "blocked_us": events["dur"].to_numpy()[rows]})
 
 
+def _idle_saving(ctx: Context, rows: np.ndarray, what: str) -> Saving:
+    """The GPU idle the calls at `rows` cause, per step (savings.py note 2)."""
+    events = ctx.tables.events
+    ts = events["ts"].to_numpy()[rows]
+    idle = idle_caused(ctx.gaps, ts, ts + events["dur"].to_numpy()[rows], ctx.steps)
+    return saving(idle / max(len(ctx.steps.names), 1), ctx.step_time_us,
+                  f"GPU idle caused by {what}: from the GPU's drain until it is busy again, at most the host's wait")
+
+
 def host_device_sync(ctx: Context) -> list[Finding]:
     calls = _blocking_calls(ctx)
     copies, pipeline, _ = _h2d_copies(ctx)
@@ -255,17 +259,20 @@ def host_device_sync(ctx: Context) -> list[Finding]:
     blocked = _per_step(ctx, table, "blocked_us") + (_per_step(ctx, explicit, "blocked_us") if len(explicit) else 0.0)
     ratio = blocked / ctx.step_time_us if ctx.step_time_us > 0 else 0.0
     first = evidence[0]["label"] if evidence else "the step"
+    copy_calls, _ = _in_step_copies(ctx, copies, pipeline)
+    rows = np.r_[calls.rows[outside], explicit["row"].to_numpy() if len(explicit) else [], copy_calls.rows]
+    found = _idle_saving(ctx, rows.astype(np.int64), "these syncs and the in-step host-to-device copies")
     return [finding(
-        "host_device_sync", _severity(ratio),
+        "host_device_sync", found,
         f"{count:.3g} host-device sync(s) per step block the host {blocked:,.0f} us ({ratio:.1%} of the step)",
         f"The host waits for the GPU (first: {first}). Reading a GPU value on the host (`.item()`, "
         "`.tolist()`, `.cpu()`, `if tensor:`, `assert` on a tensor, `torch.nonzero`, boolean-mask indexing) "
-        "or copying from pageable memory drains the GPU's queue, so the GPU idles while the host catches "
-        "up. Keep values on the GPU (log them every N steps, `torch.where` instead of branching, "
-        "`nonzero(..., size=)`), or move the read to the end of the step.",
+        "or copying from pageable memory drains the GPU's queue, so the GPU idles until the host has "
+        f"launched more work: {found.us:,.0f} us a step here. Keep values on the GPU (log them every N steps, "
+        "`torch.where` instead of branching, `nonzero(..., size=)`), or move the read to the end of the step.",
         numbers={"syncs_per_step": round(count, 3), "blocked_per_step_us": round(blocked, 3),
                  "blocked_ratio": round(ratio, 6), "step_us": round(ctx.step_time_us, 3)},
-        thresholds=_THRESHOLDS, evidence=evidence)]
+        thresholds=BANDS, evidence=evidence)]
 
 
 def _explicit_evidence(ctx: Context, explicit: pd.DataFrame) -> dict[str, Any]:
@@ -278,27 +285,32 @@ def _explicit_evidence(ctx: Context, explicit: pd.DataFrame) -> dict[str, Any]:
             "blocked_us": round(float(explicit["blocked_us"].sum()), 3)}
 
 
-def h2d_copy_in_step(ctx: Context) -> list[Finding]:
-    copies, pipeline, copy_names = _h2d_copies(ctx)
+def _in_step_copies(ctx: Context, copies: _Calls, pipeline: np.ndarray) -> tuple[_Calls, np.ndarray]:
+    """Of the H2D copy calls (`_h2d_copies`), those outside the input pipeline, then the syncs
+    those copies made (a pageable copy waits for the GPU: part of their cost); each call's bytes."""
     keep = ~pipeline
-    if not keep.any():
-        return []
-    events = ctx.tables.events
     flagged = _Calls(copies.rows[keep], copies.step[keep], copies.node[keep])
-    nbytes = events["bytes"].to_numpy()[_launched(ctx, flagged.rows, Kind.MEMCPY)]
-    # The syncs these copies made (a pageable copy waits for the GPU) are part of their cost.
+    nbytes = ctx.tables.events["bytes"].to_numpy()[_launched(ctx, flagged.rows, Kind.MEMCPY)]
     syncs = _runtime_calls(ctx, _launch_rows(ctx, SYNC_CALLS))
     theirs = np.isin(syncs.node, flagged.node)
     both = _Calls(np.r_[flagged.rows, syncs.rows[theirs]], np.r_[flagged.step, syncs.step[theirs]],
                   np.r_[flagged.node, syncs.node[theirs]])
-    table = _occurrences(ctx, both, {"bytes": np.r_[np.maximum(nbytes, 0), np.zeros(theirs.sum(), np.int64)]})
+    return both, np.r_[np.maximum(nbytes, 0), np.zeros(theirs.sum(), np.int64)]
+
+
+def h2d_copy_in_step(ctx: Context) -> list[Finding]:
+    copies, pipeline, copy_names = _h2d_copies(ctx)
+    if pipeline.all():
+        return []
+    both, nbytes = _in_step_copies(ctx, copies, pipeline)
+    table = _occurrences(ctx, both, {"bytes": nbytes})
     count = len(table) / max(len(ctx.steps.names), 1)
     blocked = _per_step(ctx, table, "blocked_us")
     ratio = blocked / ctx.step_time_us if ctx.step_time_us > 0 else 0.0
     evidence = _sites(ctx, table)
-    kinds = sorted(set(copy_names[keep]))
+    kinds = sorted(set(copy_names[~pipeline]))
     return [finding(
-        "h2d_copy_in_step", _severity(ratio),
+        "h2d_copy_in_step", _idle_saving(ctx, both.rows, "these copies and their syncs"),
         f"{count:.3g} host-to-device copies per step while the model runs ({blocked:,.0f} us of host time)",
         f"Tensors are made on the CPU and copied to the GPU inside the step (first: {evidence[0]['label']}; "
         f"{', '.join(kinds)}). A copy from pageable memory blocks the host until the GPU has caught up. "
@@ -308,4 +320,4 @@ def h2d_copy_in_step(ctx: Context) -> list[Finding]:
         numbers={"copies_per_step": round(count, 3), "per_step_bytes": round(_per_step(ctx, table, "bytes"), 3),
                  "blocked_per_step_us": round(blocked, 3), "blocked_ratio": round(ratio, 6),
                  "step_us": round(ctx.step_time_us, 3)},
-        thresholds=_THRESHOLDS, evidence=evidence)]
+        thresholds=BANDS, evidence=evidence)]

@@ -9,7 +9,11 @@ that has them.
    the product). It used tensor cores when any kernel under it did (kernel names,
    tensor_cores.py). The kernels of calls that did not, within the steps, are the unused time.
 3. Fires per GPU when that time is at least 10% of the steps' time (below that, faster
-   products would not change the step much); high from 30%.
+   products would not change the step much).
+4. Saving, a bound rather than a measurement: the unused time per step times
+   (1 - 1 / ASSUMED_SPEEDUP). Tensor cores run these products 2x (memory-bound shapes) to over
+   8x (TF32 or bf16 against float32 on Ampere and later) faster; the lower end is assumed, and
+   the step saves it only where the GPU sets the step time.
 Suggestion: float32 operators -> TF32 (compute capability 8.0 or later) or bf16/fp16 autocast;
 half types, or operators whose other calls did use tensor cores (so precision settings allow
 them) -> shapes cuBLAS/cuDNN can tile on tensor cores (dimensions multiples of 8, channels_last).
@@ -29,12 +33,13 @@ from ..names import name_mask
 from ..optree import climb, subtree_sums
 from ..devices import device_of_kernels
 from ..recommendations import Context, Finding, finding
+from ..savings import BANDS, saving
 from ..tensor_cores import is_tc_eligible_op
 
 MIN_COMPUTE_CAPABILITY = 7.0
 TF32_COMPUTE_CAPABILITY = 8.0
 UNUSED_SHARE = 0.10
-HIGH_UNUSED_SHARE = 0.30
+ASSUMED_SPEEDUP = 2.0
 MAX_EVIDENCE = 5
 
 _HALF_TYPES = ("c10::Half", "c10::BFloat16", "Half", "BFloat16")
@@ -144,13 +149,16 @@ def tensor_cores_unused(ctx: Context) -> list[Finding]:
             continue
         evidence = _evidence(ctx, mine)
         types = sorted({t for e in evidence for t in e["input_types"]})
+        per_step = unused / len(ctx.steps.names)
         found.append(finding(
-            "tensor_cores_unused", "high" if share >= HIGH_UNUSED_SHARE else "medium",
+            "tensor_cores_unused",
+            saving(per_step * (1 - 1 / ASSUMED_SPEEDUP), ctx.step_time_us,
+                   f"a bound: the time without tensor cores if they ran it {ASSUMED_SPEEDUP:g}x faster"),
             f"GPU {gpu['device']}: {share:.1%} of the step time is matrix math without tensor cores",
             _advice(evidence, capability),
-            numbers={"device": gpu["device"], "unused_per_step_us": round(unused / len(ctx.steps.names), 3), "unused_ratio": round(share, 6),
+            numbers={"device": gpu["device"], "unused_per_step_us": round(per_step, 3), "unused_ratio": round(share, 6),
                      "compute_capability": gpu["compute_capability"], "input_types": types},
-            thresholds={"unused_ratio": UNUSED_SHARE, "high_unused_ratio": HIGH_UNUSED_SHARE,
-                        "min_compute_capability": MIN_COMPUTE_CAPABILITY},
+            thresholds={"unused_ratio": UNUSED_SHARE, "assumed_speedup": ASSUMED_SPEEDUP,
+                        "min_compute_capability": MIN_COMPUTE_CAPABILITY, **BANDS},
             evidence=evidence))
     return found
