@@ -26,6 +26,7 @@ from .auth import TokenAuth
 from .hosts import HostCheck
 from .loaders import Loaders
 from .settings import Settings
+from .sources import SourceRoots
 from .store import TraceStore
 
 log = logging.getLogger("profboard")
@@ -94,6 +95,7 @@ def create_app(settings: Settings, loaders: Loaders | None = None) -> FastAPI:
                   description="Dashboard API for PyTorch profiler traces. Times in us, sizes in bytes, shares as 0..1.")
     app.state.store = store
     app.state.settings = settings
+    app.state.sources = SourceRoots(settings.source_roots)
     views = _Views(app)
     app.openapi = views.openapi
     # Added first, so it runs last: requests refused for their host or token include nothing.

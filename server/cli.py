@@ -64,7 +64,8 @@ def _settings(args: argparse.Namespace, logdir: str) -> Settings:
     return Settings(logdir=logdir, cache_dir=cache, max_trace_bytes=args.max_trace_size,
                     max_snapshot_bytes=args.max_snapshot_size, token=getattr(args, "token", None),
                     memory_budget=getattr(args, "memory_budget", Settings.memory_budget),
-                    host=host, allow_hosts=tuple(getattr(args, "allow_hosts", ())))
+                    host=host, allow_hosts=tuple(getattr(args, "allow_hosts", ())),
+                    source_roots=tuple(getattr(args, "source_roots", ())))
 
 
 def _storage_options(urls: list[str | None], options: list[str]) -> None:
@@ -91,6 +92,10 @@ def _serve_parser() -> argparse.ArgumentParser:
     parser.add_argument("--token", default=os.environ.get("PROFBOARD_TOKEN") or None,
                         help="require this token (or password) for every page and API request; "
                              "prefer the PROFBOARD_TOKEN environment variable: other users can read a command line")
+    parser.add_argument("--source-root", action="append", default=[], metavar="PATH", dest="source_roots",
+                        help="a folder where the relative file paths of call stacks are found (PyTorch 2.x records "
+                             "them relative to sys.path), e.g. your checkout or a site-packages; repeatable, looked "
+                             "in in order: their frames then open in VS Code")
     parser.add_argument("--allow-host", action="append", default=[], metavar="NAME", dest="allow_hosts",
                         help="also answer requests for this host name (repeatable); by default only localhost, "
                              "IP addresses, the --host name and this machine's names are, against DNS rebinding. "

@@ -25,3 +25,5 @@ class Settings:
     # Host names requests may carry besides the defaults (server/hosts.py); the bind host is one of those.
     host: str = "127.0.0.1"
     allow_hosts: tuple[str, ...] = ()
+    # Folders where the relative files of call stacks are looked for, for editor links (server/sources.py).
+    source_roots: tuple[str, ...] = ()

@@ -12,6 +12,8 @@ class Frame(BaseModel):
     file: str | None
     line: int | None
     function: str
+    # Where a relative `file` is on the server, found under a --source-root (None: not found, or absolute).
+    path: str | None = None
 
 
 class StepRange(BaseModel):

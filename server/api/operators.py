@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel
 
 from ..analysis import operators as operators_analysis
@@ -71,7 +71,7 @@ def get_operators(sel: Selection = Depends(select),
 
 
 @router.get("/api/operators/stacks", response_model=Stacks)
-def get_operator_stacks(sel: Selection = Depends(select),
+def get_operator_stacks(request: Request, sel: Selection = Depends(select),
                         name: str = Query(..., description="Operator name, as in /api/operators",
                                           examples=["aten::mm"]),
                         input_shape: str | None = Query(None, description="Only calls with these input shapes")
@@ -80,4 +80,6 @@ def get_operator_stacks(sel: Selection = Depends(select),
     instances, stacks = sel.provider.op_instances()
     warnings = [] if (instances["name"] == name).any() else [f"This trace has no operator named {name!r}."]
     rows = sel.provider.memo(("stacks", name, input_shape), lambda: stack_table(instances, stacks, name, input_shape))
+    sources = request.app.state.sources
+    rows = [{**row, "frames": sources.with_paths(row["frames"])} for row in rows]
     return {"name": name, "input_shape": input_shape, "rows": rows, "warnings": warnings}

@@ -10,7 +10,7 @@ from typing import Any, BinaryIO, Iterator
 from urllib.parse import quote
 
 import numpy as np
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
@@ -227,7 +227,7 @@ def get_window(sel: Selection = Depends(select),
 
 
 @router.get("/api/trace/event", response_model=Event)
-def get_event(sel: Selection = Depends(select),
+def get_event(request: Request, sel: Selection = Depends(select),
               id: int = Query(..., description="Event id, as in window boxes and search matches", examples=[0])
               ) -> dict[str, Any]:
     """One event: its fields, step, call stack and the events it is tied to."""
@@ -243,7 +243,7 @@ def get_event(sel: Selection = Depends(select),
     if events["kind"].iat[id] == Kind.CPU_OP:  # only operators have call stacks
         _, stacks = p.op_instances()
         if stacks.of_row[id] >= 0:
-            frames = [parse_frame(f) for f in stacks.frames[stacks.of_row[id]]]
+            frames = request.app.state.sources.with_paths([parse_frame(f) for f in stacks.frames[stacks.of_row[id]]])
     return clean_row({
         "id": id, "name": str(events["name"].iat[id]), "cat": str(events["cat"].iat[id]),
         "kind": timeline.KINDS[int(events["kind"].iat[id])], "lane": int(layout.lane_of[id]),

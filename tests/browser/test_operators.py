@@ -195,8 +195,8 @@ def test_operators_call_stacks_panel_shows_frames(operators, api, shots):
     expect(frames).to_have_count(len(stacks[0]["frames"]))
     f0 = stacks[0]["frames"][0]
     expect(frames.first).to_contain_text(f"{f0['file']}({f0['line']}): {f0['function']}")
-    # PyTorch 2.x paths are relative: no editor links, a note says why; copy buttons remain.
-    expect(panel.locator(css_testid("stack-note"))).to_contain_text("absolute paths")
+    # PyTorch 2.x paths are relative: no editor links without --source-root, a note says so; copy buttons remain.
+    expect(panel.locator(css_testid("stack-note"))).to_contain_text("--source-root")
     expect(panel.locator(css_testid("frame-link"))).to_have_count(0)
     expect(frames.first.locator(css_testid("copy-frame"))).to_have_attribute("data-copy", f"{f0['file']}:{f0['line']}")
     expect(panel).to_contain_text(count(stacks[0]["calls"]))
@@ -313,3 +313,46 @@ def test_operators_old_links_land_here(operators):
         expect(operators.part("search")).to_have_value("conv")
         assert operators.selection()["view"] == "operators"
     assert operators.page.errors == []
+
+
+def test_operators_stack_panel_links_found_paths_and_maps_them_to_this_computer(operators, server, shots):
+    """A relative frame the server found under a --source-root links to its path; the panel's mapping
+    (kept in this browser) moves the server's paths to this computer's, e.g. for a server in Docker."""
+    page = operators.page
+    fake = {"name": "aten::conv2d", "input_shape": None, "warnings": [], "rows": [{
+        "calls": 1, "device_self_us": 1.0, "device_total_us": 1.0, "host_self_us": 1.0, "host_total_us": 1.0,
+        "tc_self_ratio": None, "tc_total_ratio": None,
+        "frames": [
+            {"file": "torch/nn/modules/conv.py", "line": 534, "function": "_conv_forward",
+             "path": "/workspace/venv/torch/nn/modules/conv.py"},
+            {"file": "train.py", "line": 9, "function": "<module>", "path": None},
+        ],
+    }]}
+    page.route("**/api/operators/stacks?*", lambda route: route.fulfill(json=fake))
+    operators.open(SEL).wait_drawn()
+    panel = operators.open_stacks("aten::conv2d")
+    link = panel.locator(css_testid("frame-link"))
+    expect(link).to_have_count(1)
+    expect(link).to_have_attribute("href", "vscode://file/workspace/venv/torch/nn/modules/conv.py:534")
+    expect(panel.locator(css_testid("stack-note"))).to_contain_text("Some file paths here are relative")
+    form = panel.locator(css_testid("source-map"))
+    form.locator("summary").click()
+    form.locator(css_testid("source-map-from")).fill("/workspace")
+    form.locator(css_testid("source-map-to")).fill("/home/me/project")
+    form.locator(css_testid("source-map-save")).click()
+    expect(panel.locator(css_testid("frame-link"))).to_have_attribute(
+        "href", "vscode://file/home/me/project/venv/torch/nn/modules/conv.py:534")
+    expect(panel.locator(css_testid("source-map")).locator("summary")).to_contain_text("/workspace opens as /home/me/project")
+    operators.screenshot(shots, "operators_stack_panel_source_map")
+    # Kept for the next page load; an empty prefix clears it.
+    panel.locator(css_testid("stack-close")).click()
+    panel = operators.open_stacks("aten::conv2d")
+    expect(panel.locator(css_testid("frame-link"))).to_have_attribute(
+        "href", "vscode://file/home/me/project/venv/torch/nn/modules/conv.py:534")
+    form = panel.locator(css_testid("source-map"))
+    form.locator("summary").click()
+    form.locator(css_testid("source-map-from")).fill("")
+    form.locator(css_testid("source-map-save")).click()
+    expect(panel.locator(css_testid("frame-link"))).to_have_attribute(
+        "href", "vscode://file/workspace/venv/torch/nn/modules/conv.py:534")
+    assert page.errors == []

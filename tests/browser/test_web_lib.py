@@ -326,6 +326,15 @@ def test_frames_text_links_and_copy(lib):
     assert call("editorHref", rel) is None
     assert call("editorHref", absolute) == "vscode://file/home/me/my%20run/train.py:42"
     assert call("editorHref", windows) == "vscode://file/C:/work/main.py:7"
+    # Found by the server under a --source-root; moved to this computer's folder by the page's mapping.
+    found = {**rel, "path": "/srv/venv/site-packages/torch/nn/modules/conv.py"}
+    assert call("serverPath", found) == found["path"] and call("serverPath", rel) is None
+    assert call("editorHref", found) == "vscode://file/srv/venv/site-packages/torch/nn/modules/conv.py:534"
+    mapping = '{ from: "/srv/venv", to: "/home/me/venv" }'
+    assert lib(f"frames.editorHref({json.dumps(found)}, {mapping})") == \
+        "vscode://file/home/me/venv/site-packages/torch/nn/modules/conv.py:534"
+    assert lib(f"frames.mapPath('/other/x.py', {mapping})") == "/other/x.py"
+    assert lib("frames.mapPath('/srv/venv/x.py', null)") == "/srv/venv/x.py"
     assert [call("isLibraryFrame", f) for f in (rel, absolute, builtin)] == [True, False, True]
     assert call("isLibraryFrame", {"file": "/x/lib/python3.11/site-packages/torchvision/a.py", "line": 1, "function": "f"})
 

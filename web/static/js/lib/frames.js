@@ -5,7 +5,9 @@
  */
 
 /**
- * @typedef {{file: string|null, line: number|null, function: string}} Frame
+ * @typedef {{file: string|null, line: number|null, function: string, path?: string|null}} Frame
+ *   `path`: where a relative `file` is on the server, found under its --source-root
+ * @typedef {{from: string, to: string}} SourceMap a server path prefix and what it is on this computer
  */
 
 /**
@@ -50,13 +52,38 @@ export function frameCopyText(frame) {
 }
 
 /**
- * A VS Code link (`vscode://file/<absolute path>:<line>`) for a frame with an absolute path; null otherwise.
+ * The frame's file as an absolute path on the server: where the server found it (`path`), or the
+ * recorded path when it is absolute; null otherwise.
  * @param {Frame} frame
  * @returns {string|null}
  */
-export function editorHref(frame) {
-  if (!frame.file || !isAbsolutePath(frame.file)) return null;
-  let path = frame.file.replace(/\\/g, "/");
+export function serverPath(frame) {
+  if (frame.path) return frame.path;
+  return frame.file && isAbsolutePath(frame.file) ? frame.file : null;
+}
+
+/**
+ * `path` as it is on this computer: a path under the map's server prefix moves under its local one.
+ * @param {string} path
+ * @param {SourceMap|null} map
+ * @returns {string}
+ */
+export function mapPath(path, map) {
+  if (!map || !map.from || !path.startsWith(map.from)) return path;
+  return map.to + path.slice(map.from.length);
+}
+
+/**
+ * A VS Code link (`vscode://file/<absolute path>:<line>`) for a frame whose file has an absolute path
+ * ({@link serverPath}), moved to this computer by `map`; null otherwise.
+ * @param {Frame} frame
+ * @param {SourceMap|null} [map]
+ * @returns {string|null}
+ */
+export function editorHref(frame, map = null) {
+  const found = serverPath(frame);
+  if (!found) return null;
+  let path = mapPath(found, map).replace(/\\/g, "/");
   if (!path.startsWith("/")) path = `/${path}`; // C:/x -> /C:/x
   const line = frame.line === null || frame.line === undefined ? "" : `:${frame.line}`;
   return `vscode://file${encodeURI(path).replace(/#/g, "%23").replace(/\?/g, "%3F")}${line}`;

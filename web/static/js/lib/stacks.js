@@ -6,7 +6,7 @@
 
 import { isAbort } from "./api.js";
 import { byTestId, clear, el } from "./dom.js";
-import { editorHref, frameCopyText, frameLocation, isAbsolutePath, isLibraryFrame } from "./frames.js";
+import { editorHref, frameCopyText, frameLocation, isLibraryFrame, serverPath } from "./frames.js";
 import { formatCount, formatRatio, formatUs } from "./format.js";
 
 /**
@@ -38,8 +38,8 @@ export function stackStats(stack) {
 }
 
 /**
- * How many frames of these stacks name their file by an absolute path, and how many by a relative
- * one (no editor link possible).
+ * How many frames of these stacks have a file with an absolute path (recorded so, or found by the
+ * server under a --source-root), and how many a relative one only (no editor link possible).
  * @param {StackRow[]} stacks
  * @returns {{absolute: number, relative: number}}
  */
@@ -47,23 +47,74 @@ export function pathKinds(stacks) {
   const out = { absolute: 0, relative: 0 };
   for (const stack of stacks) {
     for (const frame of stack.frames || []) {
-      if (frame.file) out[isAbsolutePath(frame.file) ? "absolute" : "relative"] += 1;
+      if (frame.file) out[serverPath(frame) ? "absolute" : "relative"] += 1;
     }
   }
   return out;
 }
 
 /**
- * The panel's note on paths without editor links, or null when every path is absolute.
+ * The panel's note on paths without editor links, or null when every path has one.
  * @param {{absolute: number, relative: number}} kinds from {@link pathKinds}
  * @returns {string|null}
  */
 export function relativePathNote({ absolute, relative }) {
   if (!relative) return null;
-  const copy = "the Copy buttons still give path:line.";
+  const how = "Start profboard with --source-root PATH (your checkout, a site-packages; repeatable) to link them; "
+    + "the Copy buttons still give path:line.";
   return absolute
-    ? `Some file paths here are relative (to the working directory, or to Python's sys.path as PyTorch 2.x records them): they have no editor link; ${copy}`
-    : `File paths here are relative to Python's sys.path (PyTorch 2.x records them so). Editor links need absolute paths; ${copy}`;
+    ? `Some file paths here are relative (to the working directory, or to Python's sys.path as PyTorch 2.x records them) and were found under no source root. ${how}`
+    : `File paths here are relative to Python's sys.path (PyTorch 2.x records them so) and were found under no source root. ${how}`;
+}
+
+const SOURCE_MAP_KEY = "profboard.sourceMap";
+
+/**
+ * The page's mapping of the server's paths to this computer's (kept in this browser), or null.
+ * @returns {import("./frames.js").SourceMap|null}
+ */
+export function readSourceMap() {
+  try {
+    const map = JSON.parse(window.localStorage.getItem(SOURCE_MAP_KEY) || "null");
+    return map && typeof map.from === "string" && typeof map.to === "string" && map.from ? map : null;
+  } catch {
+    return null; // storage disabled, or a value another version wrote
+  }
+}
+
+/**
+ * A form that sets {@link readSourceMap}'s mapping: for a server in a container or on another machine,
+ * whose paths are not this computer's (e.g. /workspace -> /home/me/project).
+ * @param {() => void} onChange told after the mapping was saved or cleared
+ * @returns {HTMLElement}
+ */
+export function sourceMapForm(onChange) {
+  const map = readSourceMap();
+  const from = /** @type {HTMLInputElement} */ (el("input", { testid: "source-map-from",
+    attrs: { type: "text", placeholder: "/workspace", "aria-label": "Server path prefix", value: map ? map.from : "" } }));
+  const to = /** @type {HTMLInputElement} */ (el("input", { testid: "source-map-to",
+    attrs: { type: "text", placeholder: "/home/me/project", "aria-label": "Path on this computer", value: map ? map.to : "" } }));
+  const save = el("button", { class: "nav-button", text: "Save", testid: "source-map-save", attrs: { type: "button" } });
+  save.addEventListener("click", () => {
+    try {
+      if (from.value.trim()) {
+        window.localStorage.setItem(SOURCE_MAP_KEY, JSON.stringify({ from: from.value.trim(), to: to.value.trim() }));
+      } else {
+        window.localStorage.removeItem(SOURCE_MAP_KEY);
+      }
+    } catch {
+      // storage disabled: the links stay as the server gives them
+    }
+    onChange();
+  });
+  return el("details", { class: "source-map", testid: "source-map" }, [
+    el("summary", { text: map ? `Editor links: ${map.from} opens as ${map.to}` : "Editor links open the server's paths: map them" }),
+    el("div", { class: "source-map-fields" }, [
+      el("label", {}, ["Server path starting with ", from]),
+      el("label", {}, ["is on this computer at ", to]),
+      save,
+    ]),
+  ]);
 }
 
 /**
@@ -106,7 +157,7 @@ async function copyText(text, fallback) {
  */
 export function frameItem(frame) {
   const location = frameLocation(frame);
-  const href = editorHref(frame);
+  const href = editorHref(frame, readSourceMap());
   const copy = frameCopyText(frame);
   /** @type {HTMLElement|null} */ let where = null;
   if (location) {
@@ -209,10 +260,16 @@ export function stackPanel(panel, load, mountSignal, onSelect) {
         );
         return;
       }
-      const note = relativePathNote(pathKinds(stacks));
-      const notes = (data.warnings || []).map((w) => el("p", { class: "note note-warn", testid: "stack-warning", text: w }));
-      if (note) notes.push(el("p", { class: "note note-info", testid: "stack-note", text: note }));
-      body.replaceChildren(...notes, ...stacks.map((stack, i) => stackSection(stack, i, stacks.length)));
+      const kinds = pathKinds(stacks);
+      const note = relativePathNote(kinds);
+      const render = () => {
+        const notes = (data.warnings || []).map((w) => el("p", { class: "note note-warn", testid: "stack-warning", text: w }));
+        if (note) notes.push(el("p", { class: "note note-info", testid: "stack-note", text: note }));
+        // Links exist: they may need moving to this computer's paths (a server in a container, say).
+        if (kinds.absolute) notes.push(sourceMapForm(render));
+        body.replaceChildren(...notes, ...stacks.map((stack, i) => stackSection(stack, i, stacks.length)));
+      };
+      render();
     } catch (err) {
       if (local.signal.aborted || isAbort(err)) return;
       body.replaceChildren(el("div", { class: "error-box", testid: "stack-error" }, [
