@@ -9,7 +9,7 @@ from urllib.parse import quote, urlparse
 import pytest
 from playwright.sync_api import expect
 
-from browser_pages import KernelPage, OperatorPage, css_testid
+from browser_pages import KernelPage, OperatorPage, css_testid, module_runner
 from runs import LEGACY, RESNET, V100, each
 
 pytestmark = pytest.mark.browser
@@ -151,6 +151,10 @@ def test_operators_group_by_input_shape_adds_column(operators, api, shots):
     expect(operators.pager_range()).to_have_text(pager_text(1, min(PAGE_SIZE, len(rows)), len(rows)))
     assert operators.column("Input Shape")[:3] == [r["input_shape"] for r in rows[:3]]
     assert operators.query()["group_by"] == "name_shape"
+    # The pies' legends tell one operator's shapes apart by their sizes, not by "#2", "#3".
+    legend = operators.legend("pie-device-self")
+    assert legend and not [label for label in legend if re.search(r" #\d+$", label)], legend
+    assert any("×" in label for label in legend), legend
     assert operators.page.evaluate("window.__stillSamePage") is True
     operators.screenshot(shots, "operators_input_shape")
     # Back: the plain grouping again, still the same page.
@@ -356,3 +360,15 @@ def test_operators_stack_panel_links_found_paths_and_maps_them_to_this_computer(
     expect(panel.locator(css_testid("frame-link"))).to_have_attribute(
         "href", "vscode://file/workspace/venv/torch/nn/modules/conv.py:534")
     assert page.errors == []
+
+
+@pytest.mark.parametrize("shape, label", [
+    ("[[64, 256, 14, 14], [64, 256, 14, 14], [256, 256, 3, 3], [], []]", "64×256×14×14, 256×256×3×3"),
+    ("[[8, 4], [4], [8, 4], [2, 2]]", "8×4, 4, …"),
+    ("[[256], [], [0]]", "256, 0"),
+    ("[[], []]", "(no tensors)"),
+    ("not json", "not json"),
+])
+def test_operator_shape_labels(blank_page, shape, label):
+    out = module_runner(blank_page, {"ops": "operators.js"})(f"ops.shapeLabel({shape!r})")
+    assert out == label

@@ -82,6 +82,29 @@ export function rowKey(row) {
 }
 
 /**
+ * Input shapes in a few characters, for a pie label: the first two distinct tensor sizes
+ * ("64×256×14×14, 256×256×3×3"), "…" when more follow; scalars and empty lists are left out. Without it, one
+ * operator's slices read "convolution_backward #2", "#3".
+ * @param {string} inputShape as the API gives it, e.g. "[[64, 256, 14, 14], [256], []]"
+ * @returns {string}
+ */
+export function shapeLabel(inputShape) {
+  let shapes;
+  try {
+    shapes = JSON.parse(inputShape);
+  } catch {
+    return inputShape;
+  }
+  if (!Array.isArray(shapes)) return inputShape;
+  const sizes = [...new Set(shapes
+    .filter((s) => Array.isArray(s) && s.length && s.every((d) => typeof d === "number"))
+    .map((s) => s.join("×")))];
+  if (!sizes.length) return "(no tensors)";
+  const text = sizes.slice(0, 2).join(", ");
+  return sizes.length > 2 ? `${text}, …` : text;
+}
+
+/**
  * The slices of one pie: the top N rows by `metric`, and Other.
  * @param {OperatorRow[]} rows
  * @param {string} metric e.g. "device_self_us"
@@ -91,6 +114,7 @@ export function operatorSlices(rows, metric, top) {
   return topSlices(rows.map((row) => ({
     key: rowKey(row),
     name: row.name,
+    label: row.input_shape ? `${row.name} ${shapeLabel(row.input_shape)}` : row.name,
     value: row[metric],
     details: row.input_shape ? [`Input shape: ${row.input_shape}`] : [],
   })), top, "operators");
