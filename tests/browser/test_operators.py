@@ -366,9 +366,23 @@ def test_operators_stack_panel_links_found_paths_and_maps_them_to_this_computer(
     ("[[64, 256, 14, 14], [64, 256, 14, 14], [256, 256, 3, 3], [], []]", "64×256×14×14, 256×256×3×3"),
     ("[[8, 4], [4], [8, 4], [2, 2]]", "8×4, 4, …"),
     ("[[256], [], [0]]", "256, 0"),
-    ("[[], []]", "(no tensors)"),
+    ("[[], []]", ""),
     ("not json", "not json"),
 ])
 def test_operator_shape_labels(blank_page, shape, label):
     out = module_runner(blank_page, {"ops": "operators.js"})(f"ops.shapeLabel({shape!r})")
     assert out == label
+
+
+def test_operator_pie_labels_keep_the_name_and_the_sizes(blank_page):
+    run = module_runner(blank_page, {"ops": "operators.js", "pie": "lib/pie.js"})
+    long = "autograd::engine::evaluate_function: ConvolutionBackward0"
+    labels = run(f"""[
+        ops.shapedLabel({{ name: {long!r}, input_shape: "[[], []]" }}),
+        ops.shapedLabel({{ name: "aten::convolution_backward", input_shape: "[[64, 256, 14, 14], [256, 256, 3, 3]]" }}),
+        ops.shapedLabel({{ name: "aten::mm", input_shape: null }}),
+    ]""")
+    assert labels[0] == long  # no tensors: the name alone (the pie shortens it as any name)
+    assert labels[1].startswith("aten::co") and labels[1].endswith("backward 64×256×14×14, …")
+    assert len(labels[1]) <= run("pie.LABEL_CHARS")
+    assert labels[2] == "aten::mm"

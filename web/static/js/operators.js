@@ -14,7 +14,7 @@ import { getJSON } from "./lib/api.js";
 import { byTestId, el, showWarnings } from "./lib/dom.js";
 import { formatCount, formatRatio, formatUs } from "./lib/format.js";
 import { draw, showEmpty } from "./lib/plot.js";
-import { colorMap, pieLayout, pieTrace, topSlices } from "./lib/pie.js";
+import { LABEL_CHARS, colorMap, pieLayout, pieTrace, shortLabel, topSlices } from "./lib/pie.js";
 import { drawRankedTable, rankedState, toolbar, wireToolbar } from "./lib/ranked.js";
 import { stackPanel } from "./lib/stacks.js";
 import { filterRows } from "./lib/table.js";
@@ -82,27 +82,45 @@ export function rowKey(row) {
 }
 
 /**
- * Input shapes in a few characters, for a pie label: the first two distinct tensor sizes
- * ("64×256×14×14, 256×256×3×3"), "…" when more follow; scalars and empty lists are left out. Without it, one
- * operator's slices read "convolution_backward #2", "#3".
+ * Input shapes in a few characters, for a pie label: the distinct tensor sizes in order
+ * ("64×256×14×14, 256×256×3×3"), as many as fit in `max` characters (at most two), ", …" when more
+ * follow; scalars and empty lists are left out ("" when nothing is left).
  * @param {string} inputShape as the API gives it, e.g. "[[64, 256, 14, 14], [256], []]"
+ * @param {number} [max]
  * @returns {string}
  */
-export function shapeLabel(inputShape) {
+export function shapeLabel(inputShape, max = Infinity) {
   let shapes;
   try {
     shapes = JSON.parse(inputShape);
   } catch {
-    return inputShape;
+    return shortLabel(inputShape, Math.min(max, inputShape.length));
   }
-  if (!Array.isArray(shapes)) return inputShape;
+  if (!Array.isArray(shapes)) return shortLabel(inputShape, Math.min(max, inputShape.length));
   const sizes = [...new Set(shapes
     .filter((s) => Array.isArray(s) && s.length && s.every((d) => typeof d === "number"))
     .map((s) => s.join("×")))];
-  if (!sizes.length) return "(no tensors)";
-  const text = sizes.slice(0, 2).join(", ");
-  return sizes.length > 2 ? `${text}, …` : text;
+  if (!sizes.length) return "";
+  const shown = [sizes[0]];
+  if (sizes.length > 1 && `${sizes[0]}, ${sizes[1]}${sizes.length > 2 ? ", …" : ""}`.length <= max) shown.push(sizes[1]);
+  const text = shown.length < sizes.length ? `${shown.join(", ")}, …` : shown.join(", ");
+  return text.length <= max ? text : shortLabel(sizes[0], max);
 }
+
+/**
+ * A pie label for a row grouped by input shape: its name and its sizes, each shortened on its own so that
+ * both show within the pie's label width (the name in the middle, where operator names differ least).
+ * @param {OperatorRow} row
+ * @returns {string}
+ */
+export function shapedLabel(row) {
+  const shape = row.input_shape ? shapeLabel(row.input_shape, SHAPE_CHARS) : "";
+  if (!shape) return row.name;
+  return `${shortLabel(row.name, LABEL_CHARS - shape.length - 1, "middle")} ${shape}`;
+}
+
+/** Characters of a pie label that the sizes may take (the rest is the operator's name). */
+const SHAPE_CHARS = 18;
 
 /**
  * The slices of one pie: the top N rows by `metric`, and Other.
@@ -114,7 +132,7 @@ export function operatorSlices(rows, metric, top) {
   return topSlices(rows.map((row) => ({
     key: rowKey(row),
     name: row.name,
-    label: row.input_shape ? `${row.name} ${shapeLabel(row.input_shape)}` : row.name,
+    label: shapedLabel(row),
     value: row[metric],
     details: row.input_shape ? [`Input shape: ${row.input_shape}`] : [],
   })), top, "operators");
