@@ -122,16 +122,26 @@ def build_flows(tables: TraceTables, on_timeline: np.ndarray, backward: bool = T
     return Flows(src, dst, cat, lo, reach, (ts[src], end[src]), (ts[dst], end[dst]))
 
 
-def in_window(flows: Flows, start_us: float, end_us: float) -> tuple[np.ndarray | None, np.ndarray]:
-    """Pairs with either event overlapping the window: (how many, or None when too many to
-    count; their positions, empty when more than MAX_WINDOW_FLOWS)."""
+def types_of(flows: Flows) -> list[str]:
+    """The flow types (CATEGORIES) that have pairs, in CATEGORIES' order."""
+    return [CATEGORIES[c] for c in np.unique(flows.cat)]
+
+
+def in_window(flows: Flows, start_us: float, end_us: float, types: list[str] | None = None
+              ) -> tuple[np.ndarray | None, np.ndarray]:
+    """Pairs of `types` (default: all) with either event overlapping the window: (how many, or
+    None when too many to count; their positions, empty when more than MAX_WINDOW_FLOWS)."""
     first = int(np.searchsorted(flows.reach, start_us, side="left"))
     last = int(np.searchsorted(flows.lo, end_us, side="right"))
+    if types is not None and not types:
+        return 0, np.empty(0, dtype=np.int64)
     if last - first > MAX_COUNTED:
         return None, np.empty(0, dtype=np.int64)
     at = np.arange(first, max(first, last))
     (ss, se), (ds, de) = flows.src_span, flows.dst_span
     hit = ((ss[at] <= end_us) & (se[at] >= start_us)) | ((ds[at] <= end_us) & (de[at] >= start_us))
+    if types is not None:
+        hit &= np.isin(flows.cat[at], [CATEGORIES.index(t) for t in types])
     picked = at[hit]
     return len(picked), (picked if len(picked) <= MAX_WINDOW_FLOWS else np.empty(0, dtype=np.int64))
 
@@ -144,9 +154,10 @@ def of_event(flows: Flows, row: int) -> list[tuple[int, str]]:
 
 
 def window_flows(tables: TraceTables, flows: Flows, lane_of: np.ndarray, row_of: np.ndarray,
-                 start_us: float, end_us: float) -> dict[str, Any]:
-    """The window's pairs as columns (each end's id, lane, row and start) with their total."""
-    total, picked = in_window(flows, start_us, end_us)
+                 start_us: float, end_us: float, types: list[str] | None = None) -> dict[str, Any]:
+    """The window's pairs of `types` (default: all) as columns (each end's id, lane, row and
+    start) with their total."""
+    total, picked = in_window(flows, start_us, end_us, types)
     src, dst = flows.src[picked], flows.dst[picked]
     return {
         "total": total, "cat": [CATEGORIES[c] for c in flows.cat[picked]],

@@ -4,7 +4,8 @@
   the trace's own sort indexes ask. Within a lane, events nest by time (a child starts inside
   its parent); each nesting level is a row, and events that overlap on a GPU stream go to
   extra rows, so none is hidden under another. A thread's Python frames take the top rows,
-  its operators, annotations and runtime calls the rows below them.
+  its operators, annotations and runtime calls the rows below them (a lane's `stack_rows` says
+  how many rows its frames take, so that the page can fold them).
 - Level of detail: for a window and a width in pixels, events at least 1.5 pixels wide come
   back as boxes; runs of narrower ones on a row come back as merged blocks with their count and
   busy time. Boxes and merged blocks together account for every event in the window. Zoomed
@@ -15,6 +16,9 @@
   (blocks per SM, capped at 1, summed over concurrent kernels) per device, averaged per pixel;
   memory allocated / reserved per device (the highest value in each pixel); and the trace's
   own `ph: "C"` counters (the highest value in each pixel).
+- Steps on the ruler: each step of the steps analysis (analysis/steps.py) with the range of its
+  own ProfilerStep#N on the host, so that the ruler names the step the CPU lanes show there; the
+  step's device tail (GPU work it launched that ends later) is drawn apart, unnamed.
 """
 
 from __future__ import annotations
@@ -31,8 +35,9 @@ from . import flows, lod, ranges
 from .names import regex_mask
 from .optree import OpTree, nesting, nesting_order, thread_key
 from .records import clean_row
+from .steps import STEP_PREFIX, Steps, host_steps
 
-LAYOUT_VERSION = 1  # of what build_layout returns, for the trace's store: bump when it changes
+LAYOUT_VERSION = 2  # of what build_layout returns, for the trace's store: bump when it changes
 MAX_BOXES_PER_LANE = 4000
 MAX_SEARCH_MATCHES = 1000
 KINDS = [k.name.lower() for k in Kind]
@@ -137,10 +142,30 @@ def build_layout(tables: TraceTables) -> Layout:
     out_lanes = []
     for lane_id, (label, positions) in enumerate(lanes):
         label = {k: v for k, v in label.items() if k != "_order"}
-        out_lanes.append({"id": lane_id, **label, "rows": deepest[lane_id] + 1, "events": int(len(positions))})
+        out_lanes.append({"id": lane_id, **label, "rows": deepest[lane_id] + 1, "events": int(len(positions)),
+                          "stack_rows": int(frame_rows[thread_index[positions[0]]])})
     extent = (float(start.min()), float(end.max())) if len(start) else (0.0, 0.0)
     overhang = np.flatnonzero(reach < end)
     return Layout(out_lanes, order, start, end, recorded, reach, overhang, segments, lane_of, row_of, extent)
+
+
+def ruler_steps(events: pd.DataFrame, layout: Layout, found: Steps) -> list[dict[str, Any]]:
+    """The steps of the steps analysis, each with the range of its own ProfilerStep#N on the host
+    and the lane that shows it (its own range and no lane where it has none: a trace without
+    ProfilerStep is one step)."""
+    host = host_steps(events).drop_duplicates("name")
+    own = dict(zip(host["name"], zip(host["ts"], host["end"])))
+    # The lane of each: the timeline event of that name that starts at its start.
+    ts = events["ts"].to_numpy()
+    at = np.flatnonzero(np.isin(ts, host["ts"].to_numpy()) & (layout.lane_of >= 0))
+    lane_of = {(str(events["name"].iat[r]), float(ts[r])): int(layout.lane_of[r]) for r in at}
+    out = []
+    for name, start, end in zip(found.names, found.starts, found.ends):
+        host_start, host_end = own.get(name, (start, end))
+        lane = lane_of.get((STEP_PREFIX + name, float(host_start)))
+        out.append(clean_row({"step": name, "start_us": start, "end_us": end,
+                              "host_start_us": host_start, "host_end_us": host_end, "lane": lane}))
+    return out
 
 
 def window(tables: TraceTables, layout: Layout, start_us: float, end_us: float, width_px: int,

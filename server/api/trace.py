@@ -35,14 +35,25 @@ class Lane(BaseModel):
     kind: str
     rows: int
     events: int
+    stack_rows: int = Field(description="How many of the top rows hold Python frames (with_stack traces; else 0)")
+
+
+class RulerStep(StepRange):
+    host_start_us: float = Field(description="Start of the step's ProfilerStep#N on the host (the step's start "
+                                 "where there is none)")
+    host_end_us: float = Field(description="End of the step's ProfilerStep#N on the host; from there to end_us "
+                               "runs GPU work the step launched")
+    lane: int | None = Field(description="The lane showing its ProfilerStep#N (the main thread's); null without one")
 
 
 class Lanes(BaseModel):
     start_us: float
     end_us: float
     lanes: list[Lane]
-    steps: list[StepRange]
+    steps: list[RulerStep]
     kinds: list[str]
+    flow_types: list[str] = Field(description="The flow arrows' types this trace has (ac2g: launch to GPU work, "
+                                  "fwdbwd: forward to backward operator), for /api/trace/window's `flows`")
     warnings: list[str]
 
 
@@ -196,22 +207,27 @@ _WIDTH = Query(1000, ge=1, le=20000, description="Width of the drawing in pixels
 
 @router.get("/api/trace/lanes", response_model=Lanes)
 def get_lanes(sel: Selection = Depends(select)) -> dict[str, Any]:
-    """The timeline's lanes (process, thread or stream, rows, event count), extent and steps."""
-    layout, steps = sel.provider.layout(), sel.provider.steps()
+    """The timeline's lanes (process, thread or stream, rows, event count), extent, steps and flow types."""
+    p = sel.provider
+    layout = p.layout()
     return {
         "start_us": layout.extent[0], "end_us": layout.extent[1], "lanes": layout.lanes,
-        "steps": [clean_row({"step": n, "start_us": s, "end_us": e}) for n, s, e in zip(steps.names, steps.starts, steps.ends)],
-        "kinds": timeline.KINDS, "warnings": list(sel.tables.warnings),
+        "steps": p.memo(("ruler_steps",), lambda: timeline.ruler_steps(sel.tables.events, layout, p.steps())),
+        "kinds": timeline.KINDS, "flow_types": p.memo(("flow_types",), lambda: flows.types_of(p.flows())),
+        "warnings": list(sel.tables.warnings),
     }
 
 
 @router.get("/api/trace/window", response_model=Window)
 def get_window(sel: Selection = Depends(select),
                start_us: float | None = _START, end_us: float | None = _END, width_px: int = _WIDTH,
-               lanes: str | None = Query(None, description="Comma-separated lane ids (default: all)")
+               lanes: str | None = Query(None, description="Comma-separated lane ids (default: all)"),
+               flow_types: str | None = Query(None, alias="flows", max_length=200, description="Comma-separated "
+                                              f"flow types to list, of {flows.CATEGORIES}, or none (default: all)")
                ) -> dict[str, Any]:
     """Per lane, the events wide enough to see at this resolution, and merged blocks for the rest;
-    the flow arrows (launch to GPU work, forward to backward operator) with an end in the window."""
+    the flow arrows of the asked types (launch to GPU work, forward to backward operator) with an
+    end in the window."""
     p = sel.provider
     layout = p.layout()
     start, end = _range(layout, start_us, end_us)
@@ -221,7 +237,11 @@ def get_window(sel: Selection = Depends(select),
             wanted = [int(part) for part in lanes.split(",") if part.strip()]
         except ValueError:
             raise BadParameter(f"lanes: expected comma-separated lane ids, got {lanes!r}") from None
-    arrows = flows.window_flows(sel.tables, p.flows(), layout.lane_of, layout.row_of, start, end)
+    types = None if flow_types is None else [t.strip() for t in flow_types.split(",") if t.strip() not in ("", "none")]
+    unknown = [t for t in types or [] if t not in flows.CATEGORIES]
+    if unknown:
+        raise BadParameter(f"flows: unknown flow type {unknown[0]!r} (known: {', '.join(flows.CATEGORIES)})")
+    arrows = flows.window_flows(sel.tables, p.flows(), layout.lane_of, layout.row_of, start, end, types)
     answer = timeline.window(sel.tables, layout, start, end, width_px, wanted, p.blocks())
     return {**answer, "flows": arrows, "warnings": []}
 
