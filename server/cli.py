@@ -22,7 +22,7 @@ from . import __version__
 from .settings import DEFAULT_MAX_BYTES, Settings
 
 if TYPE_CHECKING:
-    from .analysis.diff import Side
+    from .analysis.diff import Grouping, Side
     from .derived import Derivation
     from .logdir import Run, TraceFile
 
@@ -293,6 +293,8 @@ def _diff_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print the diff as JSON instead of a short summary")
     parser.add_argument("--fail-on-regression", type=float, default=None, metavar="PCT",
                         help="exit 1 when the new average step is slower than the base's by more than PCT percent")
+    parser.add_argument("--group-by", choices=("name", "name_shape"), default="name",
+                        help="match operators by name, or by name and input shapes (default: name)")
     parser.add_argument("--top", type=int, default=5, metavar="N",
                         help="changes listed per table in the summary (default: 5)")
     _add_common(parser)
@@ -318,13 +320,13 @@ def _pick(runs: dict[str, Run], spec: str) -> tuple[Run, str, str, TraceFile]:
     return run, worker, span, trace
 
 
-def _diff_side(trace: TraceFile, settings: Settings, worker: str) -> Side:
+def _diff_side(trace: TraceFile, settings: Settings, worker: str, group_by: Grouping) -> Side:
     from .analysis.diff import side
     from .analysis.modules import module_view
 
     items = _derivation(trace, settings, worker, ("overview", "flows"))
     tables, tree = items.tables(), items.get("optree")
-    return side(tables, items.get("overview"), tree, module_view(tables, tree, items.get("flows"))["modules"])
+    return side(tables, items.get("overview"), tree, module_view(tables, tree, items.get("flows"))["modules"], group_by)
 
 
 def _short(name: str, width: int = 90) -> str:
@@ -343,7 +345,7 @@ def _diff_summary(result: dict, top: int) -> str:
             lines.append(f"{table} (change per step):")
             lines += [f"  {row['status']:<9} device {row['delta_device_us']:+9.1f} us"
                       + (f", host {row['delta_host_us']:+9.1f} us" if "delta_host_us" in row else "")
-                      + f"  {_short(row['name'])}" for row in changed]
+                      + f"  {_short(' '.join(filter(None, (row['name'], row.get('input_shape')))))}" for row in changed]
     recommendations = result["recommendations"]
     for key in ("resolved", "new"):
         if recommendations[key]:
@@ -367,7 +369,7 @@ def diff(argv: list[str]) -> int:
     for spec in (args.base, args.new):
         try:
             run, worker, span, trace = _pick(runs, spec)
-            sides.append(_diff_side(trace, settings, worker))
+            sides.append(_diff_side(trace, settings, worker, args.group_by))
         except (TraceFormatError, OSError) as exc:
             print(f"profboard diff: cannot read {trace.path}: {exc}", file=sys.stderr)
             return 2

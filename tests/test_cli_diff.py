@@ -45,6 +45,14 @@ def test_json_keys(logdir, capsys):
     assert body["recommendations"]["resolved"] == ["h2d_copy_in_step", "host_device_sync"]
 
 
+def test_operators_by_name_and_input_shapes(logdir, capsys):
+    code, out, err = diff(logdir, capsys, "--base", BEFORE, "--new", AFTER, "--json", "--group-by", "name_shape")
+    assert code == 0, err
+    operators = json.loads(out)["operators"]
+    assert all("input_shape" in row for row in operators)
+    assert len({row["name"] for row in operators}) < len(operators)  # some operator ran with several shapes
+
+
 def test_human_summary(logdir, capsys):
     code, out, err = diff(logdir, capsys, "--base", BEFORE, "--new", AFTER, "--top", "2")
     assert code == 0, err

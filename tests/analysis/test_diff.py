@@ -30,6 +30,16 @@ def side_of(tables):
     return side(tables, items.get("overview"), tree, module_view(tables, tree, items.get("flows"))["modules"])
 
 
+def read_pair(folder: Path, base: str, new: str):
+    """Each run's trace file, raw events, overview and diff side."""
+    out = []
+    for run in (base, new):
+        path = trace_file(folder / run)
+        tables = parse_trace(str(path))
+        out.append((raw_events(path), Derivation(None, lambda: tables, "w").get("overview"), side_of(tables)))
+    return out
+
+
 def trace_file(run_dir: Path) -> Path:
     [path] = run_dir.glob("*.pt.trace.json*")
     return path
@@ -40,9 +50,29 @@ def raw_events(path: Path) -> list[dict]:
         return [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
 
 
+def host_steps(events: list[dict]) -> list[dict]:
+    return sorted((e for e in events if e["name"].startswith("ProfilerStep#") and e.get("cat") != "gpu_user_annotation"),
+                  key=lambda e: e["ts"])
+
+
 def raw_step_mean(events: list[dict]) -> float:
-    steps = [e["dur"] for e in events if e["name"].startswith("ProfilerStep#") and e.get("cat") != "gpu_user_annotation"]
-    return sum(steps) / len(steps)
+    steps = host_steps(events)
+    return sum(e["dur"] for e in steps) / len(steps)
+
+
+def raw_step_ends(events: list[dict]) -> list[float]:
+    """Each ProfilerStep's end, extended to the end of the GPU work launched from within it (the
+    runtime call with the device event's correlation id starts inside the host range)."""
+    steps = host_steps(events)
+    launched = {e["args"]["correlation"]: e["ts"] for e in events
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    ends = [s["ts"] + s["dur"] for s in steps]
+    for e in events:
+        at = launched.get(e.get("args", {}).get("correlation")) if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") else None
+        for i, s in enumerate(steps):
+            if at is not None and s["ts"] <= at <= s["ts"] + s["dur"]:
+                ends[i] = max(ends[i], e["ts"] + e["dur"])
+    return ends
 
 
 def raw_kernels_per_step(events: list[dict], span: tuple[float, float], n: int) -> dict[str, float]:
@@ -104,35 +134,56 @@ def test_runs_of_different_step_counts_compare_per_step():
 
 @pytest.fixture(scope="module")
 def loss_sync():
-    paths = [trace_file(DEMO / run) for run in ("loss_sync_before", "loss_sync_after")]
-    return paths, [side_of(parse_trace(str(p))) for p in paths]
+    return read_pair(DEMO, "loss_sync_before", "loss_sync_after")
 
 
 @pytest.fixture(scope="module")
 def resnet():
-    paths = [trace_file(DEVICE / run) for run in ("resnet50_fp32", "resnet50_amp_bf16")]
-    return paths, [side_of(parse_trace(str(p))) for p in paths]
+    return read_pair(DEVICE, "resnet50_fp32", "resnet50_amp_bf16")
 
 
-def check_against_raw_events(paths: list[Path], sides, out: dict) -> None:
-    """Step delta within 1 percentage point of the raw ProfilerStep ranges; kernel sums per step exact."""
-    raws = [raw_events(p) for p in paths]
-    raw_ratio = raw_step_mean(raws[1]) / raw_step_mean(raws[0]) - 1
-    assert out["step_delta_ratio"] == pytest.approx(raw_ratio, abs=0.01)
-    per_step = [raw_kernels_per_step(raw, s.span, s.steps) for raw, s in zip(raws, sides)]
+@pytest.fixture(scope="module")
+def transformer():
+    return read_pair(DEVICE, "transformer_adamw_fp32", "transformer_adamw_bf16")
+
+
+def check_against_raw_events(pair, out: dict) -> None:
+    """The average steps from the raw events: each step ends where its ProfilerStep range or the GPU
+    work it launched ends, and begins at the previous step's end or its own ProfilerStep's start,
+    whichever is later (the first step's start, after the GPU work launched before the steps, is
+    the Overview's); kernel sums per step from the raw kernels within the steps."""
+    averages = []
+    for raw, overview, side_ in pair:
+        ends, starts = raw_step_ends(raw), [s["ts"] for s in host_steps(raw)]
+        steps = overview["steps"]
+        assert len(steps) == len(ends)
+        assert [s["end_us"] for s in steps] == pytest.approx(ends, abs=1e-3)
+        totals = [ends[0] - steps[0]["start_us"]] + [b - max(a, start) for a, b, start in zip(ends, ends[1:], starts[1:])]
+        assert [s["total_us"] for s in steps] == pytest.approx(totals, abs=2e-3)
+        averages.append(sum(totals) / len(totals))
+    assert out["step_delta_ratio"] == pytest.approx(averages[1] / averages[0] - 1, abs=1e-5)
+    per_step = [raw_kernels_per_step(raw, s.span, s.steps) for raw, _, s in pair]
     kernels = {k["name"]: k for k in out["kernels"]}
     assert set(kernels) == set(per_step[0]) | set(per_step[1])
     for name, row in kernels.items():
         assert row["base_device_us"] == pytest.approx(per_step[0].get(name, 0.0), abs=2e-3)
         assert row["new_device_us"] == pytest.approx(per_step[1].get(name, 0.0), abs=2e-3)
-        assert row["status"] == ("added" if name not in per_step[0] else "removed" if name not in per_step[1]
-                                 else row["status"])
+        expected = {"added"} if name not in per_step[0] else {"removed"} if name not in per_step[1] else \
+            {"increased", "decreased", "unchanged"}
+        assert row["status"] in expected, (name, row)
+
+
+def compared(pair) -> dict:
+    (_, _, base), (_, _, new) = pair
+    return compare(base, new)
 
 
 def test_demo_loss_sync_fix_is_an_improvement(loss_sync):
-    paths, (before, after) = loss_sync
-    out = compare(before, after)
-    check_against_raw_events(paths, (before, after), out)
+    out = compared(loss_sync)
+    check_against_raw_events(loss_sync, out)
+    # Here the host keeps pace with the GPU: the ProfilerStep ranges alone give the same change.
+    raw_ratio = raw_step_mean(loss_sync[1][0]) / raw_step_mean(loss_sync[0][0]) - 1
+    assert out["step_delta_ratio"] == pytest.approx(raw_ratio, abs=0.01)
     assert out["verdict"] == "improvement" and out["step_delta_ratio"] < -0.2
     # The sync: loss.item() each step on a tensor copied from the host; the fix drops the copies.
     ops = {o["name"]: o for o in out["operators"]}
@@ -147,9 +198,10 @@ def test_demo_loss_sync_fix_is_an_improvement(loss_sync):
 
 
 def test_resnet50_amp_replaces_tf32_kernels_with_bf16_tensor_core_kernels(resnet):
-    paths, (fp32, bf16) = resnet
-    out = compare(fp32, bf16)
-    check_against_raw_events(paths, (fp32, bf16), out)
+    out = compared(resnet)
+    check_against_raw_events(resnet, out)
+    (raw32, _, fp32), (raw16, _, bf16) = resnet
+    assert out["step_delta_ratio"] == pytest.approx(raw_step_mean(raw16) / raw_step_mean(raw32) - 1, abs=0.01)
     # On these traces AMP made the step slower: batch norm leaves cuDNN for PyTorch's channels-last kernels.
     assert out["verdict"] == "regression"
     by_status = defaultdict(list)
@@ -170,3 +222,33 @@ def test_resnet50_amp_replaces_tf32_kernels_with_bf16_tensor_core_kernels(resnet
     assert any("ffma" in n or "sgemm" in n for n in by_status["removed"])  # the few FFMA GEMMs of fp32 are gone
     # bf16 activations: the peak falls from 5.9 GB to 3.3 GB.
     assert out["memory"]["delta_bytes"] == out["memory"]["new_peak_bytes"] - out["memory"]["base_peak_bytes"] < -2e9
+
+
+def test_transformer_amp_is_an_improvement_the_host_ranges_hide(transformer):
+    """fp32 is GPU-bound: its host runs two steps ahead (the last ProfilerStep range ends 57 ms before
+    its GPU work), so the ProfilerStep ranges say bf16 is 28% slower; per step of GPU work fp32 takes
+    31.1 ms, bf16 26.6 ms (host-bound)."""
+    out = compared(transformer)
+    check_against_raw_events(transformer, out)
+    (raw32, _, fp32), (raw16, _, bf16) = transformer
+    assert raw_step_mean(raw16) / raw_step_mean(raw32) - 1 > 0.25
+    assert out["verdict"] == "improvement" and out["step_delta_ratio"] == pytest.approx(-0.143, abs=1e-3)
+    kernels = out["kernels"]
+    removed = [k["name"] for k in kernels if k["status"] == "removed"]
+    added = [k["name"] for k in kernels if k["status"] == "added"]
+    # The largest changes: fp32's FFMA GEMMs and f32 attention kernels gone (the 8 largest), bf16
+    # tensor-core GEMMs (cuBLAS's nvjet) and cuDNN's flash attention in their place, with autocast's casts.
+    assert [k["status"] for k in kernels[:8]] == ["removed"] * 8
+    gemms = [n for n in removed[:8] if "gemm" in n]
+    assert len(gemms) == 6 and not uses_tensor_cores(pd.Series(gemms, dtype="category")).any()
+    assert all("ffma" in n or "simt_sgemm" in n or "_f32_" in n for n in removed[:8])
+    top_added = [k["name"] for k in kernels[:20] if k["status"] == "added"]
+    tensor = uses_tensor_cores(pd.Series(top_added, dtype="category"))
+    assert [n for n, tc in zip(top_added, tensor) if tc] == [n for n in top_added if "nvjet" in n or "sdpa" in n]
+    assert all("copy" in n or "BFloat16" in n or "elementwise" in n for n, tc in zip(top_added, tensor) if not tc)
+    assert len(added) > 10
+    ops = {o["name"]: o for o in out["operators"]}
+    assert out["operators"][0]["name"] == "aten::mm" and ops["aten::mm"]["status"] == "decreased"
+    # The fp32 run raises tensor_cores_unused (matrix math on FFMA); bf16 resolves it.
+    assert "tensor_cores_unused" in fp32.recommendations and "tensor_cores_unused" in out["recommendations"]["resolved"]
+    assert out["gpu"]["delta"]["tensor_core_ratio"] > 0.2
