@@ -7,7 +7,7 @@ timeline, `saving_us` is None and the note says why.
 
 Severity follows saving_ratio: high from HIGH_SAVING_RATIO, medium from MEDIUM_SAVING_RATIO,
 else low; a finding that claims no saving keeps its rule's severity. Findings are ordered by
-saving, largest first (those without one count as 0; ties in rule order).
+saving, largest first (those without one count as 0; ties most severe first, then in rule order).
 
 1. The GPU: the one busiest over the steps (it sets the step time). Its idle gaps and their
    causes are the Overview's GPU idle time by cause (idle.py, the GPU view: no kernel of any
@@ -43,6 +43,7 @@ from .steps import Steps
 HIGH_SAVING_RATIO = 0.10
 MEDIUM_SAVING_RATIO = 0.02
 BANDS = {"high_saving_ratio": HIGH_SAVING_RATIO, "medium_saving_ratio": MEDIUM_SAVING_RATIO}
+_SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2}
 
 # finding id -> the ids whose saving covers its own, first present wins (see `mark_included`).
 INCLUDED_IN: dict[str, tuple[str, ...]] = {
@@ -159,6 +160,7 @@ def mark_included(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def by_saving(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Largest saving first (none counts as 0); stable, so ties keep rule order."""
-    return sorted(found, key=lambda f: -(f.get("saving_us") or 0.0))
+    """Largest saving first (none counts as 0); ties as before savings: most severe first, then
+    rule order (the sort is stable)."""
+    return sorted(found, key=lambda f: (-(f.get("saving_us") or 0.0), _SEVERITY_RANK[f["severity"]]))
 

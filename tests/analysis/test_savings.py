@@ -52,15 +52,20 @@ def test_a_saving_is_capped_at_the_step_and_sets_the_severity():
 
 
 def test_included_in_names_the_covering_finding_and_order_is_by_saving():
-    found = [{"id": "host_device_sync", "saving_us": 50.0}, {"id": "h2d_copy_in_step", "saving_us": 40.0},
-             {"id": "memory_near_limit", "saving_us": None}, {"id": "low_gpu_utilization", "saving_us": 900.0},
-             {"id": "tensor_cores_unused", "saving_us": 50.0}]
+    found = [{"id": "host_device_sync", "saving_us": 50.0, "severity": "medium"},
+             {"id": "h2d_copy_in_step", "saving_us": 40.0, "severity": "medium"},
+             {"id": "ddp_instead_of_dp", "saving_us": 0.0, "severity": "low"},
+             {"id": "memory_near_limit", "saving_us": None, "severity": "medium"},
+             {"id": "low_gpu_utilization", "saving_us": 900.0, "severity": "high"},
+             {"id": "tensor_cores_unused", "saving_us": 50.0, "severity": "medium"}]
     out = by_saving(mark_included(found))
+    # ties: most severe first (none claimed counts as 0), then rule order
     assert [f["id"] for f in out] == ["low_gpu_utilization", "host_device_sync", "tensor_cores_unused",
-                                      "h2d_copy_in_step", "memory_near_limit"]  # ties keep rule order
+                                      "h2d_copy_in_step", "memory_near_limit", "ddp_instead_of_dp"]
     cover = {f["id"]: f.get("included_in") for f in out}
     assert cover == {"low_gpu_utilization": None, "host_device_sync": "low_gpu_utilization",
-                     "tensor_cores_unused": None, "h2d_copy_in_step": "host_device_sync", "memory_near_limit": None}
+                     "tensor_cores_unused": None, "h2d_copy_in_step": "host_device_sync", "memory_near_limit": None,
+                     "ddp_instead_of_dp": None}
     # without the sync finding, the copy's saving is part of the GPU's idle
     alone = mark_included([f for f in found if f["id"] != "host_device_sync"])
     assert next(f for f in alone if f["id"] == "h2d_copy_in_step")["included_in"] == "low_gpu_utilization"

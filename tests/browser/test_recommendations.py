@@ -1,6 +1,7 @@
-"""The Recommendations view in Chromium: a card per finding as the API lists them, numbers beside
-their thresholds, evidence links that open the Trace (and Operator) view on the place, the
-severity filter kept in the URL, the empty state, and the Overview's panel linking here."""
+"""The Recommendations view in Chromium: a card per finding as the API lists them (largest saving
+first, each saying what fixing it would save), numbers beside their thresholds, evidence links
+that open the Trace (and Operator) view on the place, the severity filter kept in the URL, the
+empty state, and the Overview's panel linking here."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from browser_pages import OverviewPage, ShellPage, TracePage, css_testid
-from formats import fmt_ratio
-from runs import BROKEN, LEGACY, RESNET, V100, Run, each
+from formats import fmt_ratio, fmt_us
+from runs import BROKEN, FIRST_CALL, LEGACY, RESNET, TWO_SPANS, V100, Run, each
 
 pytestmark = pytest.mark.browser
 
@@ -86,8 +87,8 @@ def test_recommendations_cards_match_the_api(recs, api, shots, run: Run):
     recs.open(run.sel()).wait_drawn()
     cards = recs.cards()
     expect(cards).to_have_count(len(data["recommendations"]))
-    rank = {"high": 0, "medium": 1, "low": 2}
-    expected = sorted(data["recommendations"], key=lambda f: rank[f["severity"]])  # stable: the API's order within one
+    expected = data["recommendations"]  # the API's order: largest saving first
+    assert expected == by_saving(expected)
     assert cards.locator(css_testid("finding-title")).all_inner_texts() == [f["title"] for f in expected]
     assert cards.locator(css_testid("finding-id")).all_inner_texts() == [f["id"] for f in expected]
     assert [cards.nth(i).get_attribute("data-severity") for i in range(cards.count())] == [f["severity"] for f in expected]
@@ -116,13 +117,56 @@ def test_recommendations_cards_match_the_api(recs, api, shots, run: Run):
     share = card.locator('[data-key="share_ratio"]')
     expect(share.locator(css_testid("number-value"))).to_have_text(fmt_ratio(dataloader["numbers"]["share_ratio"]))
     threshold = share.locator(css_testid("number-threshold"))
-    expect(threshold).to_contain_text(fmt_ratio(dataloader["thresholds"]["share_ratio"]))
-    expect(threshold).to_contain_text(f"high: {fmt_ratio(dataloader['thresholds']['high_share_ratio'])}")
+    expect(threshold).to_have_text(fmt_ratio(dataloader["thresholds"]["share_ratio"]))
+    expect(card.locator(css_testid("saving-value"))).to_have_text(saving_text(dataloader))
     expect(card.locator('[data-key="dataloader_us"]')).to_contain_text("ms")  # formatted by its _us suffix
     expect(card.locator(css_testid("evidence-item")).first).to_contain_text(dataloader["evidence"][0]["label"])
     expect(recs.part("severity-high-count")).to_have_text(str(sum(f["severity"] == "high" for f in expected)))
     expect(recs.about().locator("summary")).to_have_text("How these numbers are computed")
     recs.screenshot(shots, f"recommendations_{run.name}", full=True)
+    assert recs.page.errors == []
+
+
+def saving_text(finding: dict) -> str:
+    """lib/findings.js savingText."""
+    us = finding["saving_us"]
+    if us is None:
+        return "No saving claimed"
+    return f"saves ~{'0 us' if us == 0 else fmt_us(us)}/step ({finding['saving_ratio'] * 100:.1f} % of the step)"
+
+
+def by_saving(findings: list[dict]) -> list[dict]:
+    """Largest saving first, ties most severe first (stable)."""
+    rank = {"high": 0, "medium": 1, "low": 2}
+    return sorted(findings, key=lambda f: (-(f["saving_us"] or 0.0), rank[f["severity"]]))
+
+
+@pytest.mark.parametrize("run, span", [(TWO_SPANS, "1"), (TWO_SPANS, "2")], ids=["launch_bound_eager", "reduce_overhead"])
+def test_cards_say_what_fixing_each_saves_largest_first(recs, api, shots, run: Run, span: str):
+    """An eager MLP launched one kernel at a time (span 1), and the same under CUDA graphs (span 2):
+    each card's saving as the API estimates it, the API's order, and the one covered by another's
+    saving says so. The CUDA-graph run is told where its step goes, not to use CUDA graphs."""
+    found = api(f"/api/recommendations?{run.sel(span)}")["recommendations"]
+    assert found == by_saving(found) and found[0]["id"] == "low_gpu_utilization"
+    recs.open(run.sel(span)).wait_drawn()
+    cards = recs.cards()
+    expect(cards.locator(css_testid("finding-id"))).to_have_text([f["id"] for f in found])
+    expect(cards.locator(css_testid("saving-value"))).to_have_text([saving_text(f) for f in found])
+    for i, finding in enumerate(found):
+        expect(cards.nth(i).locator(css_testid("saving-note"))).to_have_text(f" · {finding['saving_note']}")
+        included = cards.nth(i).locator(css_testid("included-in"))
+        if finding.get("included_in"):
+            expect(included).to_contain_text(f"included in {finding['included_in']}'s saving")
+        else:
+            expect(included).to_have_count(0)
+    detail = cards.first.locator(css_testid("finding-detail"))
+    if span == "2":
+        expect(detail).to_contain_text("already replays CUDA graphs")
+        expect(detail).not_to_contain_text("reduce-overhead")
+    else:
+        assert [f.get("included_in") for f in found[1:]] == ["low_gpu_utilization"] * (len(found) - 1)
+        expect(detail).to_contain_text("reduce-overhead")
+    recs.screenshot(shots, f"recommendations_savings_{span}", full=True)
     assert recs.page.errors == []
 
 
@@ -255,6 +299,23 @@ def test_overview_panel_lists_findings_and_links_to_this_view(page, server, api,
     recs = RecommendationsPage(page, server).wait_drawn()
     assert recs.query() == {"run": LEGACY.name, "worker": LEGACY.worker, "span": "1"}
     expect(recs.cards()).to_have_count(len(data["recommendations"]))
+    assert page.errors == []
+
+
+def test_overview_says_a_first_call_is_mostly_compiling(page, server, api, shots):
+    """A first compiled call: the Overview's findings say the compile time is the step's, with its saving."""
+    overview = OverviewPage(page, server)
+    overview.open(FIRST_CALL.sel()).wait_drawn()
+    [found] = api(f"/api/recommendations?{FIRST_CALL.sel()}")["recommendations"]
+    assert found["id"] == "compile_dominated" and found["saving_ratio"] > 0.9
+    panel = overview.part("recommendations")
+    item = panel.locator(css_testid("recommendation"))
+    expect(item).to_have_count(1)
+    expect(item).to_have_attribute("data-id", "compile_dominated")
+    expect(item.locator(css_testid("saving-value"))).to_have_text(saving_text(found))
+    expect(panel).not_to_contain_text("Nothing stood out")
+    panel.locator("xpath=..").scroll_into_view_if_needed()
+    panel.locator("xpath=..").screenshot(path=str(shots / "overview_recommendations_first_call.png"))
     assert page.errors == []
 
 

@@ -57,7 +57,7 @@ def _where_the_step_goes(ctx: Context, idle: np.ndarray, graphs: float) -> str:
             f"{idle[OTHER]:,.0f} us for other work (other streams, syncs) and {idle[KERNEL_WAIT]:,.0f} us between "
             f"queued kernels. Meanwhile the host spends {doing or 'little time'}. ")
     if graphs > 0:
-        return text + (f"The step already replays CUDA graphs ({graphs:.3g} graph launches a step), so it is the "
+        return text + (f"The step already replays CUDA graphs ({graphs:.3g} graph launch{'' if graphs == 1 else 'es'} a step), so it is the "
                        "host's work around them that sets the step time: move that work out of the step (logging, "
                        "metrics, optimizer bookkeeping), bring the eager code between graphs into the compiled "
                        "region, or give each step more GPU work (a larger batch).")

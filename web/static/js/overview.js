@@ -9,7 +9,7 @@
 
 import { getJSON } from "./lib/api.js";
 import { byTestId, clear, el, inlineCode, showWarnings } from "./lib/dom.js";
-import { evidenceList, severityBadge, sortFindings, traceLink } from "./lib/findings.js";
+import { evidenceList, savingLine, severityBadge, sortBySaving, traceLink } from "./lib/findings.js";
 import {
   STEP_CATEGORIES, formatBytes, formatRatio, formatText, formatUs, timeAxis,
 } from "./lib/format.js";
@@ -366,7 +366,8 @@ function drawSummary(headline, node, average, stepCount) {
 }
 
 /**
- * The compact list of findings: severity, title, suggestion, evidence with links into the Trace view.
+ * The compact list of findings, largest saving first: severity, title, saving, suggestion, evidence
+ * with links into the Trace view.
  * @param {HTMLElement} node
  * @param {HTMLAnchorElement} details the card's link to the Recommendations view
  * @param {Recommendation[]} recommendations
@@ -379,12 +380,13 @@ function drawRecommendations(node, details, recommendations, selection) {
     node.replaceChildren(el("p", { class: "empty", text: "Nothing stood out in this trace." }));
     return;
   }
-  node.replaceChildren(el("ul", { class: "rec-list" }, sortFindings(recommendations).map((r) =>
+  node.replaceChildren(el("ul", { class: "rec-list" }, sortBySaving(recommendations).map((r) =>
     el("li", { class: `rec rec-${r.severity}`, testid: "recommendation", attrs: { "data-id": r.id } }, [
       el("div", { class: "rec-head" }, [
         severityBadge(r.severity),
         el("span", { class: "rec-title", text: r.title }),
       ]),
+      savingLine(r),
       r.detail ? el("p", { class: "rec-detail" }, inlineCode(r.detail)) : null,
       evidenceList(selection, r.evidence),
     ]))));

@@ -1,7 +1,8 @@
 /**
- * The Recommendations view: every finding about the trace as a card, most severe first, with its
- * suggestion, the numbers beside the thresholds they were judged by, its evidence (links into the
- * Trace and Operator views) and its stable id; a severity filter kept in the URL (`severity`).
+ * The Recommendations view: every finding about the trace as a card, largest saving first, with
+ * what fixing it would save per step, its suggestion, the numbers beside the thresholds they were
+ * judged by, its evidence (links into the Trace and Operator views) and its stable id; a severity
+ * filter kept in the URL (`severity`).
  * Reads `/api/recommendations`.
  *
  * Three layers: fetch (`fetchRecommendations`), shape (pure functions, here and in
@@ -11,7 +12,7 @@
 
 import { getJSON } from "./lib/api.js";
 import { byTestId, el, inlineCode, showWarnings } from "./lib/dom.js";
-import { SEVERITIES, evidenceList, measureRows, severityBadge, sortFindings } from "./lib/findings.js";
+import { SEVERITIES, evidenceList, measureRows, savingLine, severityBadge, sortBySaving } from "./lib/findings.js";
 import { formatCount } from "./lib/format.js";
 import { updateQuery } from "./lib/url.js";
 
@@ -73,13 +74,13 @@ export function severityCounts(findings) {
 }
 
 /**
- * The findings the filter shows, most severe first (a severity we do not know is always shown).
+ * The findings the filter shows, largest saving first (a severity we do not know is always shown).
  * @param {Finding[]} findings
  * @param {Set<string>} shown
  * @returns {Finding[]}
  */
 export function visibleFindings(findings, shown) {
-  return sortFindings(findings).filter((f) => shown.has(f.severity) || !SEVERITIES.includes(f.severity));
+  return sortBySaving(findings).filter((f) => shown.has(f.severity) || !SEVERITIES.includes(f.severity));
 }
 
 /**
@@ -136,6 +137,7 @@ function findingCard(finding, selection) {
       el("h2", { class: "rec-title", testid: "finding-title", text: finding.title }),
       el("code", { class: "rec-id", testid: "finding-id", text: finding.id, title: "This finding's stable id" }),
     ]),
+    savingLine(finding),
     finding.detail ? el("p", { class: "rec-detail", testid: "finding-detail" }, inlineCode(finding.detail)) : null,
     table || evidence ? el("div", { class: "rec-body" }, [
       table ? el("section", { class: "rec-section rec-section-numbers" }, [el("h3", { class: "rec-subtitle", text: "Numbers" }), table]) : null,

@@ -1,7 +1,8 @@
 /**
  * Recommendations ("findings") as the Overview panel and the Recommendations view show them:
- * severity order, one readable line per evidence item, where each evidence item opens the Trace
- * (or Operator) view, and the measured numbers beside the thresholds they were judged by.
+ * severity order, or saving order with what fixing each would save, one readable line per
+ * evidence item, where each evidence item opens the Trace (or Operator) view, and the measured
+ * numbers beside the thresholds they were judged by.
  *
  * Built for the general shape of a finding (README, `/api/recommendations`), not for particular
  * rules: evidence items carry a `kind`, a `label`, `start_us`/`end_us` on the trace clock, an
@@ -10,7 +11,7 @@
  */
 
 import { el } from "./dom.js";
-import { fieldLabel, formatField } from "./format.js";
+import { fieldLabel, formatField, formatRatio, formatUs } from "./format.js";
 import { traceHref, viewHref } from "./url.js";
 import { windowAround } from "./viewport.js";
 
@@ -20,7 +21,9 @@ import { windowAround } from "./viewport.js";
  *            [key: string]: any}} Evidence
  * @typedef {"high"|"medium"|"low"} Severity
  * @typedef {{id: string, severity: Severity, title: string, detail: string,
- *            numbers?: Record<string, any>, thresholds?: Record<string, any>, evidence: Evidence[]}} Finding
+ *            numbers?: Record<string, any>, thresholds?: Record<string, any>, evidence: Evidence[],
+ *            saving_us?: number|null, saving_ratio?: number|null, saving_note?: string,
+ *            included_in?: string}} Finding
  * @typedef {{key: string, label: string, value: string|null, thresholds: {label: string, value: string}[]}} MeasureRow
  */
 
@@ -44,6 +47,47 @@ export function sortFindings(findings) {
     .map((f, i) => ({ f, i }))
     .sort((a, b) => rank(a.f.severity) - rank(b.f.severity) || a.i - b.i)
     .map(({ f }) => f);
+}
+
+/**
+ * Findings, largest saving first (none counts as 0), ties in severity order (as the API orders
+ * them: severity follows the saving's share of the step).
+ * @param {Finding[]} findings
+ * @returns {Finding[]}
+ */
+export function sortBySaving(findings) {
+  const saving = (/** @type {Finding} */ f) => (Number.isFinite(f.saving_us) ? /** @type {number} */ (f.saving_us) : 0);
+  const bySeverity = sortFindings(findings);
+  return bySeverity
+    .map((f, i) => ({ f, i }))
+    .sort((a, b) => saving(b.f) - saving(a.f) || a.i - b.i)
+    .map(({ f }) => f);
+}
+
+/**
+ * What fixing a finding would save: "saves ~2.29 ms/step (32.0 % of the step)", or that it claims none.
+ * @param {Finding} finding
+ * @returns {string}
+ */
+export function savingText(finding) {
+  if (!Number.isFinite(finding.saving_us)) return "No saving claimed";
+  return `saves ~${formatUs(finding.saving_us)}/step (${formatRatio(finding.saving_ratio, 1)} of the step)`;
+}
+
+/**
+ * A finding's saving as a line: the saving, how it was estimated, and the finding whose saving
+ * includes it; null for a finding without saving keys.
+ * @param {Finding} finding
+ * @returns {HTMLElement|null}
+ */
+export function savingLine(finding) {
+  if (finding.saving_us === undefined) return null;
+  return el("p", { class: "rec-saving", testid: "saving" }, [
+    el("strong", { class: "rec-saving-value", testid: "saving-value", text: savingText(finding) }),
+    finding.saving_note ? el("span", { class: "rec-saving-note", testid: "saving-note", text: ` · ${finding.saving_note}` }) : null,
+    finding.included_in ? el("span", { class: "rec-saving-included", testid: "included-in",
+      text: ` · included in ${finding.included_in}'s saving, not to be added to it` }) : null,
+  ]);
 }
 
 /**
