@@ -28,6 +28,8 @@ def test_allocated_over_ninety_percent():
     assert found["numbers"] == {"device": "GPU0", "peak_allocated_bytes": 950, "peak_reserved_bytes": 980,
                                 "capacity_bytes": 1000, "allocated_ratio": 0.95, "reserved_ratio": 0.98}
     assert found["thresholds"] == {"near_limit_ratio": 0.9}
+    # a risk, not step time: no saving claimed, so the rule's severity stands
+    assert (found["saving_us"], found["saving_ratio"]) == (None, None) and "none claimed" in found["saving_note"]
     peak, step = found["evidence"]
     assert (peak["kind"], peak["start_us"], peak["bytes"], peak["op"]) == ("memory_peak", 15, 950, "aten::empty")
     assert ctx.tables.events["name"].iloc[peak["event_id"]] == "aten::empty"

@@ -25,10 +25,11 @@ def dp_step(replicate: bool = True, devices: tuple[int, ...] = (0,), name: str =
 def test_data_parallel_over_several_gpus():
     ctx = rule_context(dp_step(devices=(0, 1)))
     [found] = ddp_instead_of_dp(ctx)
-    assert found["severity"] == "medium"
-    # Broadcast 40 + Gather 50 = 90 us in the one step
+    # Broadcast 40 + Gather 50 = 90 us in the one step: the saving, and its share sets the severity
     assert found["numbers"] == {"gpus": 2, "data_parallel_forward_calls": 1, "data_parallel_forward_per_step_us": 500.0,
                                 "replication_calls": 2, "replication_per_step_us": 90.0}
+    # of the 1000 us step: 9%, medium (2% to 10%)
+    assert (found["saving_us"], found["saving_ratio"], found["severity"]) == (90.0, 0.09, "medium")
     assert [e["label"] for e in found["evidence"]] == ["DataParallel.forward", "Broadcast", "Gather"]
     assert ctx.tables.events["name"].iloc[found["evidence"][0]["event_id"]] == "DataParallel.forward"
 

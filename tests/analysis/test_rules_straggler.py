@@ -47,6 +47,8 @@ def test_a_small_delay_is_not_worth_a_finding():
     # 40 us: 120 us (6%): medium.
     (found,) = findings({1: 40.0})
     assert found["severity"] == "medium" and found["numbers"]["wait_share_ratio"] == 0.06
+    # the saving: the others' wait (120 us) of their step; medium from 2 % of it
+    assert (found["saving_us"], found["saving_ratio"]) == (120.0, 0.06)
 
 
 def test_ranks_late_together_are_named_together():
