@@ -129,21 +129,20 @@ def _operator_calls(events: pd.DataFrame, tree: OpTree, lo: float, hi: float, gr
     nodes = np.flatnonzero(keep)
     picked = rows[nodes]
     frame = pd.DataFrame({
-        "name": events["name"].astype(str).to_numpy()[picked] if len(picked) else np.array([], dtype=object),
+        "name": events["name"].array[picked],
         "calls": 1,
         "device_us": tree.device_total_us[nodes],
         "host_us": events["dur"].to_numpy()[picked],
     })
     if group_by == "name_shape":
-        dims = events["input_dims"].iloc[picked]
-        frame.insert(1, "input_shape", [shape_text(None if pd.isna(d) else str(d)) for d in dims])
+        frame.insert(1, "input_shape", events["input_dims"].array[picked])  # the recorded text: see _per_step
     return frame
 
 
 def _kernel_calls(events: pd.DataFrame, tree: OpTree, lo: float, hi: float) -> pd.DataFrame:
     rows = kernel_rows(events, tree)
     rows = rows[_within(events["ts"].to_numpy()[rows], lo, hi)]
-    return pd.DataFrame({"name": events["name"].astype(str).to_numpy()[rows], "calls": 1,
+    return pd.DataFrame({"name": events["name"].array[rows], "calls": 1,
                          "device_us": events["dur"].to_numpy()[rows]})
 
 
@@ -165,7 +164,12 @@ def _module_rows(modules: list[dict[str, Any]]) -> pd.DataFrame:
 def _per_step(calls: pd.DataFrame, steps: int) -> pd.DataFrame:
     """Sums by key (the text columns), divided by the number of steps."""
     keys = [c for c in calls.columns if c in ("name", "input_shape")]
-    table = calls.groupby(keys, sort=False).sum().reset_index()
+    # Keys stay categorical until grouped: a big trace's millions of calls are never made strings.
+    table = calls.groupby(keys, sort=False, observed=True, dropna=False).sum().reset_index()
+    table["name"] = table["name"].astype(str)
+    if "input_shape" in keys:  # recorded texts that read the same once made readable are one shape
+        table["input_shape"] = [shape_text(None if pd.isna(d) else str(d)) for d in table["input_shape"]]
+        table = table.groupby(keys, sort=False).sum().reset_index()
     values = [c for c in table.columns if c not in keys]
     table[values] = table[values].astype(float) / max(steps, 1)
     return table
