@@ -5,8 +5,8 @@ Every finding carries `saving_us` (mean step time per step that the fix would sa
 says more). A saving is never more than the mean step. Where no saving can be read from the
 timeline, `saving_us` is None and the note says why.
 
-Severity follows saving_ratio: high from HIGH_SAVING_RATIO, medium from MEDIUM_SAVING_RATIO,
-else low; a finding that claims no saving keeps its rule's severity. Findings are ordered by
+Severity follows saving_ratio: high from 10% of the mean step (HIGH_SAVING_RATIO), medium from
+2% (MEDIUM_SAVING_RATIO), else low; a finding that claims no saving keeps its rule's severity. Findings are ordered by
 saving, largest first (those without one count as 0; ties most severe first, then in rule order).
 
 1. The GPU: the one busiest over the steps (it sets the step time). Its idle gaps and their
@@ -22,8 +22,13 @@ saving, largest first (those without one count as 0; ties most severe first, the
    nothing. Where the host stays behind for the rest of the step, the run is an upper estimate.
 3. Idle under host ranges (the DataLoader): the GPU's idle time, any cause, inside them.
 
-Overlaps: a saving that another finding's covers names it in `included_in`; the two are not to
-be added up (INCLUDED_IN lists which, and why).
+Overlaps: a finding whose saving another finding's covers names it in `included_in`; the two
+are not to be added up. h2d_copy_in_step's is in host_device_sync's (whose spans include the
+in-step copies' calls); host_device_sync's, dataloader_bound's and launch_bound's (each one cause
+of GPU idle) in low_gpu_utilization's (the GPU's idle waiting for the host or other work); a
+straggler's (the other ranks' waiting) in high_communication's (their exposed communication).
+Where the covering finding did not fire, a finding stands alone (h2d_copy_in_step then falls
+to low_gpu_utilization's).
 """
 
 from __future__ import annotations
