@@ -97,7 +97,7 @@ def idle_by_cause(gaps: Gaps, windows: tuple[np.ndarray, np.ndarray]) -> np.ndar
     return ranges.assign_by_priority(layers, windows)[:, :len(CAUSES)]
 
 
-def _launch_times(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+def launch_times(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """When the host call that queued each GPU work row began (the earliest of the runtime and
     driver calls with its correlation id), NaN when none."""
     kind = events["kind"].to_numpy()
@@ -120,7 +120,7 @@ def gpu_idle(events: pd.DataFrame, steps: Steps) -> dict[str, Any]:
     work = np.flatnonzero(np.isin(kind, DEVICE_KINDS))
     ts = events["ts"].to_numpy()[work]
     end = ts + events["dur"].to_numpy()[work]
-    launch_ts = _launch_times(events, work)
+    launch_ts = launch_times(events, work)
     device = device_of_kernels(events[["device", "pid"]].iloc[work])
     stream = events["stream"].to_numpy()[work]
     is_kernel = kind[work] == Kind.KERNEL

@@ -42,7 +42,7 @@ import pandas as pd
 from ..trace.schema import Kind
 from . import ranges
 from .devices import device_of_kernels
-from .idle import HOST_WAIT, Gaps, _launch_times, idle_gaps
+from .idle import HOST_WAIT, Gaps, launch_times, idle_gaps
 from .steps import Steps
 
 HIGH_SAVING_RATIO = 0.10
@@ -111,7 +111,7 @@ def gpu_gaps(events: pd.DataFrame, steps: Steps, device: int | None) -> Gaps:
     if device is not None:
         kernels = kernels[device_of_kernels(events[["device", "pid"]].iloc[kernels]) == device]
     ts = events["ts"].to_numpy()[kernels]
-    return idle_gaps(ts, ts + events["dur"].to_numpy()[kernels], _launch_times(events, kernels), steps.span)
+    return idle_gaps(ts, ts + events["dur"].to_numpy()[kernels], launch_times(events, kernels), steps.span)
 
 
 def _clipped(rangeset: ranges.RangeSet, steps: Steps) -> ranges.RangeSet:
