@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Locator, expect
 
-from browser_pages import ShellPage, css_testid
+from browser_pages import ShellPage, css_testid, module_runner
 from serving import serving
 
 pytestmark = pytest.mark.browser
@@ -140,3 +140,51 @@ def test_unknown_candidate_says_so(diff):
     diff.open(f"run={BEFORE}&new_run=no_such_run")
     expect(diff.error()).to_be_visible()
     expect(diff.page.locator(css_testid("error-message"))).to_contain_text("no_such_run")
+
+
+# -- the page's shaping (web/static/js/diff.js), on hand-made answers ----------------------------------
+
+RUNS = [
+    {"name": "a", "status": "ready", "workers": ["w0", "w1"], "spans": {"w0": ["1", "2"], "w1": ["1"]}},
+    {"name": "broken", "status": "error", "workers": ["w0"], "spans": {"w0": ["1"]}},
+    {"name": "snapshots", "status": "ready", "workers": [], "spans": {}},
+    {"name": "b", "status": "ready", "workers": ["v0"], "spans": {"v0": ["1"]}},
+]
+
+
+@pytest.fixture
+def lib(blank_page):
+    """Evaluates `expression` with `d` (diff.js) and `ARG` in scope."""
+    return module_runner(blank_page, {"d": "diff.js"})
+
+
+def test_the_candidate_is_the_url_s_else_the_first_other_run_with_traces(lib):
+    pick = "d.candidateOf(ARG.params, ARG.runs)"
+    assert lib(pick, {"params": {"run": "a"}, "runs": RUNS}) == {"run": "b", "worker": "v0", "span": "1"}
+    assert lib(pick, {"params": {"run": "b"}, "runs": RUNS}) == {"run": "a", "worker": "w0", "span": "1"}
+    assert lib(pick, {"params": {"run": "b", "new_run": "a", "new_worker": "w1"}, "runs": RUNS}) == \
+        {"run": "a", "worker": "w1", "span": "1"}
+    # A worker or span the run lacks falls back to its first; an unknown run is kept for the API's 404.
+    assert lib(pick, {"params": {"run": "b", "new_run": "a", "new_worker": "x", "new_span": "2"}, "runs": RUNS}) == \
+        {"run": "a", "worker": "w0", "span": "2"}
+    assert lib(pick, {"params": {"run": "b", "new_run": "gone"}, "runs": RUNS}) == {"run": "gone", "worker": None, "span": None}
+    assert lib(pick, {"params": {"run": "a"}, "runs": RUNS[:1]}) == {"run": "a", "worker": "w0", "span": "1"}
+
+
+def test_the_waterfall_runs_from_the_base_step_through_each_category_to_the_new_step(lib):
+    zero = {k: 0 for k in ("kernel_us", "memcpy_us", "memset_us", "communication_us", "runtime_us", "dataloader_us",
+                           "cpu_exec_us", "other_us")}
+    steps = {"base": {**zero, "total_us": 100, "kernel_us": 60, "other_us": 40},
+             "new": {**zero, "total_us": 90, "kernel_us": 70, "cpu_exec_us": 20},
+             "delta": {**zero, "total_us": -10, "kernel_us": 10, "cpu_exec_us": 20, "other_us": -40}}
+    out = lib("d.waterfall(ARG)", steps)
+    assert out == {"x": ["Baseline", "Kernel", "CPU Exec", "Other", "Candidate"],
+                   "measure": ["absolute", "relative", "relative", "relative", "total"],
+                   "us": [100, 10, 20, -40, 90]}
+    assert sum(out["us"][:-1]) == out["us"][-1]
+
+
+def test_signed_numbers_and_status_counts(lib):
+    assert lib("[1200, -350, 0, null].map(d.formatDelta)") == ["+1.20 ms", "−350 us", "0 us", "n/a"]
+    assert lib("d.statusCounts(ARG)", [{"status": s} for s in ("unchanged", "added", "unchanged", "removed")]) == \
+        "1 added, 1 removed, 2 unchanged"
