@@ -226,9 +226,12 @@ def test_trace_kernel_details_follow_the_launch_link(trace, api, kernel, shots):
     expect(back).to_have_count(1)
     back.click()
     trace.wait_details(kernel["id"])
-    # Flows off: no arrows; in the URL.
-    trace.part("toggle-flows").uncheck()
-    expect(trace.part("trace-overlay")).to_have_attribute("data-flows", "0")
+    # Every flow type off: no arrows but the operator tree's link; in the URL.
+    for toggle in trace.part("flow-types").locator(css_testid("toggle-flow")).all():
+        toggle.uncheck()
+    trace.wait_idle()
+    tree = [link for link in event["links"] if link["relation"] in ("operator", "parent")]
+    expect(trace.part("trace-overlay")).to_have_attribute("data-flows", str(len(tree)))
     expect(trace.part("trace-overlay")).to_have_attribute("data-window-flows", "0")
     expect(trace.part("trace-legend").locator(css_testid("legend-flow"))).to_have_count(0)
     assert trace.query()["flows"] == "0"
@@ -241,7 +244,9 @@ def test_trace_kernel_details_follow_the_launch_link(trace, api, kernel, shots):
 
 def test_trace_click_selects_the_box_under_the_pointer(trace, kernel, lanes, shots):
     pad = 3 * max(kernel["dur_us"], 1)
-    trace.open(f"{SEL}&start_us={kernel['start_us'] - pad}&end_us={kernel['start_us'] + kernel['dur_us'] + pad}")
+    # Nothing folded: point_of places rows as the API lists them.
+    trace.open(f"{SEL}&start_us={kernel['start_us'] - pad}&end_us={kernel['start_us'] + kernel['dur_us'] + pad}"
+               "&collapse=none&stacks=all")
     trace.wait_drawn()
     expect(trace.details()).to_be_hidden()
     lane = next(lane for lane in lanes["lanes"] if lane["id"] == kernel["lane"])
@@ -258,8 +263,8 @@ def test_trace_click_selects_the_box_under_the_pointer(trace, kernel, lanes, sho
     trace.page.mouse.click(x, y)
     trace.wait_details(kernel["id"])
     assert trace.query()["select"] == str(kernel["id"])
-    # A double-click zooms to the event: it fills most of the plot. (The details panel took some of
-    # the timeline's height: find the kernel again.)
+    # A double-click zooms to the event: it fills most of the plot. (The details panel beside the
+    # timeline narrowed the plot: find the kernel again.)
     x, y = trace.point_of(lanes["lanes"], kernel["lane"], row, kernel["start_us"] + kernel["dur_us"] / 2)
     trace.page.mouse.dblclick(x, y)
     trace.wait_idle()
@@ -414,7 +419,7 @@ def test_trace_unknown_event_shows_a_calm_message(trace):
 
 
 def test_trace_lanes_fold_and_unfold(trace, lanes, shots):
-    trace.open(SEL).wait_drawn()
+    trace.open(f"{SEL}&stacks=all&collapse=none").wait_drawn()
     deep = max(lanes["lanes"], key=lambda lane: lane["rows"])
     label = trace.part("lane-labels").locator(f'{css_testid("lane-label")}[data-lane="{deep["id"]}"]')
     tall = label.bounding_box()["height"]

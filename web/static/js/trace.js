@@ -9,7 +9,12 @@
  * the window maths, lib/lanes.js for layout, colours and hit testing, lib/gestures.js for what
  * keys and the wheel do, lib/counters.js, lib/eventpanel.js, lib/tracesearch.js) and draw (`mount`
  * and the timeline controller here; the canvas in lib/timeline.js). View state lives in the URL: `start_us`, `end_us` (absolute trace microseconds),
- * `select` (event id), `q` and `regex`, `flows=0`, `counters=1`, `collapse` (folded lane ids).
+ * `select` (event id), `q` and `regex`, `flows` (the flow types drawn: absent for all, "0" for
+ * none), `counters=1`, `stacks=all` (every Python frame row), `collapse` (folded lane ids, "none").
+ *
+ * The first screen shows the GPU streams and the main thread's operators: a lane's Python frames
+ * are folded to lib/lanes.js's STACK_ROWS rows until `stacks=all`, and without `collapse` in the
+ * URL the host lanes with fewest events are folded until the GPU streams fit (never the busiest).
  *
  * A run of several workers can show several ranks' lanes on one clock (`ranks`: "1,0", or "auto"
  * for the straggler and the fastest of /api/distributed's `clock`): the timeline then asks each
@@ -22,12 +27,15 @@
 import { ApiError, apiUrl, deferred, getJSON, isAbort } from "./lib/api.js";
 import { byTestId, clear, el, showWarnings } from "./lib/dom.js";
 import { formatOffset, formatUs } from "./lib/format.js";
-import { counterTracks } from "./lib/counters.js";
+import { TRACKS_SHOWN, TRACK_PX, counterTracks } from "./lib/counters.js";
 import { drawDetails } from "./lib/eventpanel.js";
 import {
-  hitTest, laneLayout, parseCollapsed, placeLink, placeOf, prepareWindow, rowTop, tooltipText,
+  STACK_ROWS, firstScreenFolds, flowTypesParam, hitTest, laneLayout, linkDrawn, parseCollapsed, parseFlowTypes,
+  placeLink, placeOf, prepareWindow, rowTop, tooltipText,
 } from "./lib/lanes.js";
-import { drawLaneLabels, drawLanes, drawLegend, drawOverlay, drawRuler, fitCanvas } from "./lib/timeline.js";
+import {
+  drawFlowToggles, drawLaneLabels, drawLanes, drawLegend, drawOverlay, drawRuler, fitCanvas,
+} from "./lib/timeline.js";
 import {
   clampWindow, covers, parseWindow, requestWindow, sameWindow, timeParam, windowAround,
 } from "./lib/viewport.js";
@@ -46,7 +54,8 @@ import {
  * @typedef {import("./lib/lanes.js").Placed} Placed
  * @typedef {import("./lib/lanes.js").Hit} Hit
  * @typedef {import("./lib/counters.js").Series} Series
- * @typedef {{start_us: number, end_us: number, lanes: Lane[], steps: Step[], kinds: string[], warnings: string[]}} Lanes
+ * @typedef {{start_us: number, end_us: number, lanes: Lane[], steps: Step[], kinds: string[], flow_types?: string[],
+ *            warnings: string[]}} Lanes
  * @typedef {import("./lib/eventpanel.js").Link} Link
  * @typedef {import("./lib/eventpanel.js").EventDetail} EventDetail
  * @typedef {{id: number, name: string, lane: number, start_us: number, dur_us: number}} Match
@@ -66,10 +75,14 @@ export function fetchLanes({ run, worker, span }, signal) {
   return getJSON("/api/trace/lanes", { run, worker, span }, signal);
 }
 
-/** @param {Selection} sel @param {TimeWindow & {width_px: number}} req @param {AbortSignal} [signal] */
+/**
+ * @param {Selection} sel @param {TimeWindow & {width_px: number, flows?: string}} req `flows`: the
+ * flow types to list, comma-separated or "none" (absent: all) @param {AbortSignal} [signal]
+ */
 export function fetchWindow({ run, worker, span }, req, signal) {
   return getJSON("/api/trace/window", {
     run, worker, span, start_us: timeParam(req.start_us), end_us: timeParam(req.end_us), width_px: req.width_px,
+    flows: req.flows,
   }, signal);
 }
 
@@ -199,7 +212,7 @@ function showMessage(node, text, tone = "info") {
  * zoom, pan, selection, search, flows and counters.
  * @param {HTMLElement} root the `[data-view="trace"]` section
  * @param {Selection & {start_us?: string, end_us?: string, select?: string, q?: string, regex?: string,
- *                      flows?: string, counters?: string, collapse?: string, ranks?: string}} params
+ *                      flows?: string, counters?: string, collapse?: string, ranks?: string, stacks?: string}} params
  * @param {{signal?: AbortSignal}} [context]
  */
 export async function mount(root, params, { signal } = {}) {
@@ -214,7 +227,8 @@ export async function mount(root, params, { signal } = {}) {
     message: part("timeline-message"), tooltip: part("trace-tooltip"), legend: part("trace-legend"),
     search: /** @type {HTMLInputElement} */ (part("trace-search")), regex: /** @type {HTMLInputElement} */ (part("trace-regex")),
     prev: part("search-prev"), next: part("search-next"), count: part("search-count"),
-    flows: /** @type {HTMLInputElement} */ (part("toggle-flows")), counters: /** @type {HTMLInputElement} */ (part("toggle-counters")),
+    flowTypes: part("flow-types"), counters: /** @type {HTMLInputElement} */ (part("toggle-counters")),
+    stacksControl: part("stacks-control"), stacks: /** @type {HTMLInputElement} */ (part("toggle-stacks")),
     reset: part("reset-zoom"), download: /** @type {HTMLAnchorElement} */ (part("download-trace")),
     details: { panel: part("event-details"), kind: part("event-kind"), title: part("event-title"), body: part("event-body") },
     detailsZoom: part("details-zoom"), detailsClose: part("details-close"),
@@ -226,7 +240,7 @@ export async function mount(root, params, { signal } = {}) {
   ui.download.href = rawHref(sel);
   ui.search.value = params.q || "";
   ui.regex.checked = params.regex === "1";
-  ui.flows.checked = params.flows !== "0";
+  ui.stacks.checked = params.stacks === "all";
   ui.counters.checked = params.counters === "1";
   ui.details.panel.hidden = true;
   for (const key of ["windows", "drawnBoxes", "drawnMerged", "start", "end"]) delete ui.canvas.dataset[key];
@@ -286,21 +300,35 @@ function timeline({ ui, source, info, lanes, bounds, params, signal }) {
   const origin = bounds.start_us;
   const kinds = info.kinds || [];
   const steps = (info.steps || []).filter((s) => s.end_us > s.start_us);
+  const flowTypes = info.flow_types || [];
+  let flowsDrawn = parseFlowTypes(params.flows, flowTypes);
+  ui.stacksControl.hidden = !lanes.some((l) => (l.stack_rows || 0) > STACK_ROWS);
   const collapsed = parseCollapsed(params.collapse);
-  let layout = laneLayout(lanes, { collapsed });
+  const arrange = () => laneLayout(lanes, { collapsed, stackRows: ui.stacks.checked ? Infinity : STACK_ROWS });
+  let layout = arrange();
+  if (params.collapse === undefined) {
+    // Counters asked for are drawn above the lanes once loaded: their room is kept for them.
+    const room = (ui.body.clientHeight || 400) - (ui.counters.checked ? TRACKS_SHOWN * TRACK_PX : 0);
+    for (const id of firstScreenFolds(layout, room, steps)) collapsed.add(id);
+    layout = arrange();
+  }
   const laneById = new Map(lanes.map((l) => [l.id, l]));
   const listen = { signal };
+  const relayout = () => {
+    layout = arrange();
+    drawLaneLabels(ui.labels, layout, onFold);
+    measure();
+    requestDraw();
+  };
   /** @param {number[]} ids @param {boolean} fold */
   const onFold = (ids, fold) => {
     for (const id of ids) {
       if (fold) collapsed.add(id);
       else collapsed.delete(id);
     }
-    layout = laneLayout(lanes, { collapsed });
-    drawLaneLabels(ui.labels, layout, onFold);
-    updateQuery({ collapse: [...collapsed].sort((a, b) => a - b).join(",") || null });
-    measure();
-    requestDraw();
+    // "none": nothing folded, where no `collapse` would fold lanes to fit the first screen.
+    updateQuery({ collapse: [...collapsed].sort((a, b) => a - b).join(",") || "none" });
+    relayout();
   };
   drawLaneLabels(ui.labels, layout, onFold);
 
@@ -380,13 +408,15 @@ function timeline({ ui, source, info, lanes, bounds, params, signal }) {
     }
     if (dirty.all || dirty.overlay) {
       const { ctx } = fitCanvas(ui.overlay, width, height);
-      const flows = ui.flows.checked && st.detail && st.selected ? (st.detail.links || []).map((l) => placeLink(l, st.data)) : [];
-      const arrows = ui.flows.checked && st.data ? st.data.flows.arrows : [];
+      const flows = st.detail && st.selected ? (st.detail.links || []).filter((l) => linkDrawn(l.relation, flowsDrawn))
+        .map((l) => placeLink(l, st.data)) : [];
+      const arrows = st.data ? st.data.flows.arrows : [];
       const matches = st.marked.size ? new Set([...search.ids(), ...st.marked]) : search.ids();
       drawOverlay(ctx, { width, height, scrollTop, layout, data: st.data, win: st.view, selected: st.selected,
         hover: st.hover, matches, arrows, flows, range: st.range });
       ui.overlay.dataset.flows = String(flows.length);
       ui.overlay.dataset.windowFlows = String(arrows.length);
+      ui.overlay.dataset.windowFlowTypes = [...new Set(arrows.map((a) => a.cat))].sort().join(",");
     }
     dirty.all = false;
     dirty.overlay = false;
@@ -398,7 +428,8 @@ function timeline({ ui, source, info, lanes, bounds, params, signal }) {
   function drawRulerNow() {
     const height = 40;
     const { ctx } = fitCanvas(ui.ruler, st.size.width, height);
-    drawRuler(ctx, { width: st.size.width, height, win: st.view, origin, steps, range: st.range });
+    const named = drawRuler(ctx, { width: st.size.width, height, win: st.view, origin, steps, range: st.range });
+    ui.ruler.dataset.steps = JSON.stringify(named);
   }
 
   function rangeText() {
@@ -440,7 +471,8 @@ function timeline({ ui, source, info, lanes, bounds, params, signal }) {
   async function loadWindow() {
     const width = st.size.width;
     if (covers(st.have, st.view, width, bounds)) return;
-    const req = requestWindow(st.view, width, bounds);
+    const flows = flowTypesParam(flowsDrawn, flowTypes);
+    const req = { ...requestWindow(st.view, width, bounds), flows: flows === "0" ? "none" : flows ?? undefined };
     const ctl = fresh("window");
     busy(true);
     try {
@@ -464,14 +496,14 @@ function timeline({ ui, source, info, lanes, bounds, params, signal }) {
   }
 
   function legend() {
-    if (st.data) drawLegend(ui.legend, kinds, st.data.present, st.data.mergedCount > 0, ui.flows.checked ? st.data.flows : null);
+    if (st.data) drawLegend(ui.legend, kinds, st.data.present, st.data.mergedCount > 0, flowsDrawn.length ? st.data.flows : null);
   }
 
   // ------------------------------------------------------------ selection and details
 
   /**
-   * Selects an event: outline at once when it is drawn, details from the server, its row scrolled
-   * into view (the details panel takes some of the timeline's height), optionally a window around it.
+   * Selects an event: outline at once when it is drawn, details from the server (beside the
+   * timeline, which narrows), its row scrolled into view, optionally a window around it.
    * @param {number} id
    * @param {{zoom?: boolean}} [options]
    */
@@ -596,10 +628,17 @@ function timeline({ ui, source, info, lanes, bounds, params, signal }) {
 
   // ------------------------------------------------------------ toggles
 
-  ui.flows.addEventListener("change", () => {
-    updateQuery({ flows: ui.flows.checked ? null : "0" });
-    legend();
+  drawFlowToggles(ui.flowTypes, flowTypes, flowsDrawn, (chosen) => {
+    flowsDrawn = chosen;
+    updateQuery({ flows: flowTypesParam(chosen, flowTypes) });
+    // The window's arrows come with its data: asked again, of the types drawn now.
+    st.have = null;
+    loadWindow();
     requestDraw(false);
+  });
+  ui.stacks.addEventListener("change", () => {
+    updateQuery({ stacks: ui.stacks.checked ? "all" : null });
+    relayout();
   }, listen);
   ui.counters.addEventListener("change", () => {
     updateQuery({ counters: ui.counters.checked ? "1" : null });

@@ -17,6 +17,8 @@ import { covers, requestWindow, timeOf, xOf } from "./viewport.js";
  */
 
 export const TRACK_PX = 34;
+/** Tracks shown at most before the box scrolls (the CSS's max-height of `.tl-counters`). */
+export const TRACKS_SHOWN = 6;
 
 /** Tableau 10, one colour per track in order. */
 const COLORS = ["#f28e2b", "#4e79a7", "#59a14f", "#b07aa1", "#76b7b2", "#e15759", "#edc948", "#9c755f", "#ff9da7", "#bab0ac"];

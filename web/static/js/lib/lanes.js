@@ -9,10 +9,13 @@ import { formatCount, formatOffset, formatRatio, formatUs, shortKernelName } fro
 
 /**
  * @typedef {import("./viewport.js").TimeWindow} TimeWindow
- * @typedef {{id: number, process: string, name: string, kind: "cpu"|"gpu"|"other", rows: number, events: number}} Lane
- * @typedef {{step: string, start_us: number, end_us: number}} Step
+ * @typedef {{id: number, process: string, name: string, kind: "cpu"|"gpu"|"other", rows: number, events: number,
+ *            stack_rows?: number}} Lane
+ * @typedef {{step: string, start_us: number, end_us: number, host_start_us?: number, host_end_us?: number,
+ *            lane?: number|null}} Step
  * @typedef {{type: "process", label: string, y: number, h: number}} ProcessItem
- * @typedef {{type: "lane", lane: Lane, y: number, h: number, collapsed: boolean}} LaneItem
+ * @typedef {{type: "lane", lane: Lane, y: number, h: number, collapsed: boolean, fold: [number, number]|null}} LaneItem
+ *   `fold` [from, to]: rows from..to-1 drawn over each other on row `from` (the deepest on top)
  * @typedef {{items: (ProcessItem|LaneItem)[], lanes: Map<number, LaneItem>, height: number, rowPx: number, padPx: number}} Layout
  * @typedef {{id: number[], start_us: number[], dur_us: number[], row: number[], name: number[], kind: number[]}} Boxes
  * @typedef {{start_us: number[], end_us: number[], row: number[], count: number[], busy_us: number[], kind: number[]}} Merged
@@ -35,14 +38,39 @@ export const LABEL_MIN_PX = 28;
 // ---------------------------------------------------------------- layout
 
 /**
+ * How many rows of Python frames a lane shows until the user unfolds them: the two outermost
+ * (the script and its training loop, which say what phase the time is in) and one row holding
+ * every deeper frame, the deepest drawn on top (the innermost Python call, the one that ran the
+ * operators below it). Three rows instead of tens keep the operators and the GPU streams on the
+ * first screen.
+ */
+export const STACK_ROWS = 3;
+
+/**
+ * The rows of a lane drawn over each other: all of a folded lane's, or its Python frames past
+ * the first `stackRows - 1` (null: none).
+ * @param {Lane} lane @param {boolean} collapsed @param {number} stackRows
+ * @returns {[number, number]|null}
+ */
+function foldOf(lane, collapsed, stackRows) {
+  const rows = Math.max(1, lane.rows || 0);
+  if (collapsed) return rows > 1 ? [0, rows] : null;
+  const frames = lane.stack_rows || 0;
+  return frames > stackRows ? [stackRows - 1, frames] : null;
+}
+
+/**
  * Stacks lanes top to bottom, a header row before each process's lanes; a lane is as tall as its
  * sub-rows (overlapping events on one stream or nested calls on one thread), a collapsed lane one
- * row (its rows drawn over each other, the deepest on top).
+ * row (its rows drawn over each other, the deepest on top), and a lane's Python frames past
+ * `stackRows` rows drawn over each other on its last frame row (Infinity: every frame row).
  * @param {Lane[]} lanes in the API's order
- * @param {{rowPx?: number, padPx?: number, processPx?: number, collapsed?: Set<number>}} [options]
+ * @param {{rowPx?: number, padPx?: number, processPx?: number, collapsed?: Set<number>, stackRows?: number}} [options]
  * @returns {Layout}
  */
-export function laneLayout(lanes, { rowPx = ROW_PX, padPx = LANE_PAD_PX, processPx = PROCESS_PX, collapsed = new Set() } = {}) {
+export function laneLayout(lanes, {
+  rowPx = ROW_PX, padPx = LANE_PAD_PX, processPx = PROCESS_PX, collapsed = new Set(), stackRows = Infinity,
+} = {}) {
   /** @type {(ProcessItem|LaneItem)[]} */ const items = [];
   /** @type {Map<number, LaneItem>} */ const byId = new Map();
   let y = 0;
@@ -54,8 +82,10 @@ export function laneLayout(lanes, { rowPx = ROW_PX, padPx = LANE_PAD_PX, process
       y += processPx;
     }
     const folded = collapsed.has(lane.id);
-    const h = (folded ? 1 : Math.max(1, lane.rows || 0)) * rowPx + 2 * padPx;
-    /** @type {LaneItem} */ const item = { type: "lane", lane, y, h, collapsed: folded };
+    const fold = foldOf(lane, folded, stackRows);
+    const rows = Math.max(1, lane.rows || 0) - (fold ? fold[1] - fold[0] - 1 : 0);
+    const h = rows * rowPx + 2 * padPx;
+    /** @type {LaneItem} */ const item = { type: "lane", lane, y, h, collapsed: folded, fold };
     items.push(item);
     byId.set(lane.id, item);
     y += h;
@@ -64,20 +94,32 @@ export function laneLayout(lanes, { rowPx = ROW_PX, padPx = LANE_PAD_PX, process
 }
 
 /**
- * The top of sub-row `row` of a lane, in content px (every row of a collapsed lane is its first).
+ * The row a sub-row is drawn on: rows of a fold on its first, the rows below it moved up.
+ * @param {LaneItem} item
+ * @param {number} row
+ */
+export function shownRow(item, row) {
+  const fold = item.fold;
+  if (!fold || row < fold[0]) return row;
+  return row < fold[1] ? fold[0] : row - (fold[1] - fold[0] - 1);
+}
+
+/**
+ * The top of sub-row `row` of a lane, in content px (rows of a fold share its first row's top).
  * @param {Layout} layout
  * @param {LaneItem} item
  * @param {number} row
  */
 export function rowTop(layout, item, row) {
-  return item.y + layout.padPx + (item.collapsed ? 0 : row) * layout.rowPx;
+  return item.y + layout.padPx + shownRow(item, row) * layout.rowPx;
 }
 
 /**
- * The lane item and sub-row at content y, or null (a process header, padding, below the last lane).
+ * The lane item and drawn row at content y, with the sub-rows drawn there (`rows`: first, last;
+ * several on a fold's row), or null (a process header, padding, below the last lane).
  * @param {Layout} layout
  * @param {number} y
- * @returns {{item: LaneItem, row: number}|null}
+ * @returns {{item: LaneItem, row: number, rows: [number, number]}|null}
  */
 export function laneAt(layout, y) {
   const items = layout.items;
@@ -91,11 +133,49 @@ export function laneAt(layout, y) {
     else {
       if (it.type !== "lane") return null;
       const row = Math.floor((y - it.y - layout.padPx) / layout.rowPx);
-      if (row < 0 || row >= (it.collapsed ? 1 : Math.max(1, it.lane.rows || 0))) return null;
-      return { item: it, row };
+      if (row < 0 || row >= (it.h - 2 * layout.padPx) / layout.rowPx) return null;
+      return { item: it, row, rows: rowsAt(it, row) };
     }
   }
   return null;
+}
+
+/**
+ * The sub-rows drawn on row `row` of a lane: first and last.
+ * @param {LaneItem} item @param {number} row @returns {[number, number]}
+ */
+function rowsAt(item, row) {
+  const fold = item.fold;
+  if (!fold || row < fold[0]) return [row, row];
+  if (row === fold[0]) return [fold[0], fold[1] - 1];
+  return [row + fold[1] - fold[0] - 1, row + fold[1] - fold[0] - 1];
+}
+
+/**
+ * Lanes folded so that the GPU streams fit `heightPx` under the host lanes: host lanes with
+ * several rows, fewest events first (the backward thread, busy, comes late), never the main
+ * thread's (the lanes of the steps' ProfilerStep events).
+ * @param {Layout} layout
+ * @param {number} heightPx
+ * @param {Step[]} steps `/api/trace/lanes`' steps, with their `lane`
+ * @returns {number[]} lane ids to fold, in the order folded
+ */
+export function firstScreenFolds(layout, heightPx, steps) {
+  const lanes = /** @type {LaneItem[]} */ ([...layout.lanes.values()]);
+  const gpu = lanes.filter((i) => i.lane.kind === "gpu");
+  if (!gpu.length) return [];
+  let bottom = Math.max(...gpu.map((i) => i.y + i.h));
+  const oneRow = layout.rowPx + 2 * layout.padPx;
+  const host = lanes.filter((i) => i.lane.kind !== "gpu" && !i.collapsed && i.h > oneRow);
+  const main = new Set(steps.map((s) => s.lane));
+  const folds = [];
+  const foldable = host.filter((i) => !main.has(i.lane.id));
+  for (const item of foldable.sort((a, b) => a.lane.events - b.lane.events)) {
+    if (bottom <= heightPx) break;
+    bottom -= item.h - oneRow;
+    folds.push(item.lane.id);
+  }
+  return folds;
 }
 
 // ---------------------------------------------------------------- kinds and colours
@@ -265,7 +345,7 @@ export function windowFlows(body) {
 }
 
 /**
- * What is under the pointer: the innermost box of that sub-row (of any row in a collapsed lane,
+ * What is under the pointer: the innermost box of that sub-row (of any row drawn there in a fold,
  * the deepest) whose pixels (at least one wide, `slop` px of tolerance) hold x, else a merged
  * block; null for empty space.
  * @param {WindowData|null} data
@@ -286,14 +366,14 @@ export function hitTest(data, layout, win, width, x, y, slop = 2) {
   const perPx = (win.end_us - win.start_us) / width;
   const t = win.start_us + x * perPx;
   const tol = slop * perPx;
-  const anyRow = at.item.collapsed;
+  const [first, last] = at.rows;
   /** @type {Hit|null} */ let best = null;
   let bestMiss = Infinity;
   let bestRow = -1;
   let bestDur = Infinity;
   const b = lane.boxes;
   for (let i = 0; i < b.id.length; i += 1) {
-    if (!anyRow && b.row[i] !== at.row) continue;
+    if (b.row[i] < first || b.row[i] > last) continue;
     const start = b.start_us[i];
     const end = start + Math.max(b.dur_us[i], perPx);
     const miss = t < start ? start - t : t > end ? t - end : 0;
@@ -310,7 +390,7 @@ export function hitTest(data, layout, win, width, x, y, slop = 2) {
   if (best && bestMiss === 0) return best;
   const m = lane.merged;
   for (let i = 0; i < m.start_us.length; i += 1) {
-    if (!anyRow && m.row[i] !== at.row) continue;
+    if (m.row[i] < first || m.row[i] > last) continue;
     const end = Math.max(m.end_us[i], m.start_us[i] + perPx);
     const miss = t < m.start_us[i] ? m.start_us[i] - t : t > end ? t - end : 0;
     if (miss <= tol && miss < bestMiss) {
@@ -345,6 +425,18 @@ export const MERGED_ALPHA = [0.28, 0.42, 0.56, 0.7];
 export function mergedBucket(busyUs, spanUs) {
   if (!(spanUs > 0) || !(busyUs > 0)) return 0;
   return Math.max(0, Math.min(3, Math.floor((busyUs / spanUs) * 4)));
+}
+
+/**
+ * Where the ruler names a step: the range of its ProfilerStep#N on the host (what the CPU lanes
+ * show), and the device tail after it (GPU work the step launched that ends later), if any.
+ * @param {Step} step
+ * @returns {{start_us: number, end_us: number, tail: [number, number]|null}}
+ */
+export function stepRange(step) {
+  const start = step.host_start_us ?? step.start_us;
+  const end = step.host_end_us ?? step.end_us;
+  return { start_us: start, end_us: end, tail: step.end_us > end ? [end, step.end_us] : null };
 }
 
 /**
@@ -407,4 +499,45 @@ export function placeLink(link, data) {
   const drawn = placeOf(data, link.id);
   const row = Number.isInteger(link.row) ? /** @type {number} */ (link.row) : drawn ? drawn.row : 0;
   return { id: link.id, lane: link.lane, row, start_us: link.start_us, dur_us: link.dur_us };
+}
+
+// ---------------------------------------------------------------- flow types
+
+/** The flow type of a details link's arrow; the operator tree's links (operator, parent) have none. */
+const LINK_FLOW_TYPES = Object.freeze({ launches: "ac2g", "launched by": "ac2g", forward: "fwdbwd", backward: "fwdbwd" });
+
+/**
+ * The flow types drawn, from the URL's `flows`: absent, every type of the trace; "0", none;
+ * else the listed ones the trace has, in the trace's order.
+ * @param {string|undefined} text
+ * @param {string[]} types the trace's (`/api/trace/lanes`' `flow_types`)
+ * @returns {string[]}
+ */
+export function parseFlowTypes(text, types) {
+  if (text === undefined || text === null) return [...types];
+  const asked = new Set(String(text).split(",").map((part) => part.trim()));
+  return types.filter((t) => asked.has(t));
+}
+
+/**
+ * The URL's `flows` for the types drawn: null (absent) for all of them, "0" for none.
+ * @param {string[]} chosen
+ * @param {string[]} types the trace's
+ * @returns {string|null}
+ */
+export function flowTypesParam(chosen, types) {
+  const kept = types.filter((t) => chosen.includes(t));
+  if (kept.length === types.length) return null;
+  return kept.length ? kept.join(",") : "0";
+}
+
+/**
+ * Whether the arrow to a linked event is drawn: a launch or forward/backward link when its flow
+ * type is, the operator tree's links always (they belong to the selection, not to a flow type).
+ * @param {string} relation
+ * @param {string[]} chosen
+ */
+export function linkDrawn(relation, chosen) {
+  const type = LINK_FLOW_TYPES[/** @type {keyof LINK_FLOW_TYPES} */ (relation)];
+  return type ? chosen.includes(type) : true;
 }

@@ -153,11 +153,14 @@ export function mergeLanes(parts, reference) {
     }
   });
   const first = parts[0];
-  const steps = first ? (first.info.steps || []).map((/** @type {any} */ s) => ({
-    ...s, start_us: s.start_us - first.shown.offset_us, end_us: s.end_us - first.shown.offset_us })) : [];
+  const times = ["start_us", "end_us", "host_start_us", "host_end_us"];
+  const steps = first ? (first.info.steps || []).map((/** @type {any} */ s) => Object.fromEntries(
+    Object.entries(s).map(([k, v]) => [k, times.includes(k) ? v - first.shown.offset_us : v]))) : [];
+  const flowTypes = new Set(parts.flatMap(({ info }) => info.flow_types || []));
   return {
     start_us: Number.isFinite(start) ? start : 0, end_us: Number.isFinite(end) ? end : 0, lanes, steps,
     kinds: first ? first.info.kinds || [] : [],
+    flow_types: [...flowTypes],
     warnings: parts.flatMap(({ shown, info }) => (info.warnings || []).map((/** @type {string} */ w) => `Rank ${shown.rank}: ${w}`)),
   };
 }

@@ -13,7 +13,8 @@
 import { el } from "./dom.js";
 import { formatCount, formatTick } from "./format.js";
 import {
-  LABEL_MIN_PX, MERGED_ALPHA, boxLabel, eventColor, fitLabel, kindLabel, kindTint, mergedBucket, placeOf, rowTop, stepLabel,
+  LABEL_MIN_PX, MERGED_ALPHA, boxLabel, eventColor, fitLabel, kindLabel, kindTint, mergedBucket, placeOf, rowTop,
+  shownRow, stepLabel, stepRange,
 } from "./lanes.js";
 import { boxPixels, rulerTicks, xOf } from "./viewport.js";
 
@@ -35,11 +36,17 @@ const STEP_FONT = `600 10px ${FONT}`;
 const STEP_SHADE = "rgba(60, 64, 67, 0.035)";
 const STEP_LINE = "rgba(60, 64, 67, 0.22)";
 const GRID_LINE = "rgba(60, 64, 67, 0.07)";
+/** A step's device tail on the ruler: GPU work it launched that ends after its host range. */
+const STEP_TAIL = "rgba(25, 103, 210, 0.45)";
 const ACCENT = "#f57c00";
 /** Arrows of the selected event, and the window's arrows by flow kind (fainter). */
 const SELECTED_ARROW = "rgba(32, 33, 36, 0.85)";
 const ARROW_COLORS = { ac2g: "rgba(25, 103, 210, 0.45)", fwdbwd: "rgba(142, 36, 170, 0.5)" };
 const ARROW_LABELS = { ac2g: "Launch → GPU", fwdbwd: "Forward → backward" };
+const FLOW_TITLES = {
+  ac2g: "Arrows from each runtime call (cudaLaunchKernel, cudaMemcpyAsync, ...) to the GPU work it queued (ac2g)",
+  fwdbwd: "Arrows from each forward operator to the backward operator autograd ran for it (fwdbwd)",
+};
 
 // ---------------------------------------------------------------- drawing
 
@@ -85,7 +92,8 @@ function hatch(ctx) {
 }
 
 /**
- * Draws step bands: every other step shaded, a line at each boundary, over the full height.
+ * Draws step bands (each step's ProfilerStep#N on the host): every other step shaded, a line at
+ * each boundary, over the full height.
  * @param {CanvasRenderingContext2D} ctx
  * @param {Step[]} steps
  * @param {TimeWindow} win
@@ -94,15 +102,16 @@ function hatch(ctx) {
  * @param {number} height
  */
 function drawStepBands(ctx, steps, win, width, top, height) {
+  const ranges = steps.map(stepRange);
   ctx.fillStyle = STEP_SHADE;
-  steps.forEach((step, k) => {
+  ranges.forEach((range, k) => {
     if (k % 2 === 1) return;
-    const px = boxPixels(step.start_us, step.end_us - step.start_us, win, width, 0);
+    const px = boxPixels(range.start_us, range.end_us - range.start_us, win, width, 0);
     if (px) ctx.fillRect(px[0], top, px[1] - px[0], height);
   });
   ctx.fillStyle = STEP_LINE;
-  for (const step of steps) {
-    for (const t of [step.start_us, step.end_us]) {
+  for (const range of ranges) {
+    for (const t of [range.start_us, range.end_us]) {
       const x = xOf(t, win, width);
       if (x >= -1 && x <= width + 1) ctx.fillRect(Math.round(x), top, 1, height);
     }
@@ -151,8 +160,10 @@ export function drawLanes(ctx, { width, height, scrollTop, dpr, layout, data, wi
     const lane = data.lanes.get(item.lane.id);
     if (!lane) continue;
     const base = rowTop(layout, item, 0) - top + 1;
-    const folded = item.collapsed;
-    const shown = (/** @type {number} */ row) => (folded ? 0 : row);
+    const fold = item.fold;
+    const shown = (/** @type {number} */ row) => shownRow(item, row);
+    // Names of rows drawn over each other would be drawn over each other too.
+    const named = (/** @type {number} */ row) => !fold || row < fold[0] || row >= fold[1];
     const rowVisible = (/** @type {number} */ row) => {
       const y = base + shown(row) * rowPx;
       return y + rowPx >= 0 && y <= height;
@@ -193,10 +204,9 @@ export function drawLanes(ctx, { width, height, scrollTop, dpr, layout, data, wi
       const w = Math.max(1 / dpr, snap(px[1]) - x0);
       ctx.fillRect(x0, base + shown(b.row[i]) * rowPx, w, boxH);
       boxes += 1;
-      // Names in a collapsed lane would be drawn over each other.
-      if (w >= LABEL_MIN_PX && !folded) labelled.push([lane.id, i, x0, w]);
+      if (w >= LABEL_MIN_PX && named(b.row[i])) labelled.push([lane.id, i, x0, w]);
     };
-    if (folded) {
+    if (fold) {
       for (const i of lane.byRow) {
         ctx.fillStyle = lane.fills[i];
         drawBox(i);
@@ -258,11 +268,13 @@ function drawBoxLabels(ctx, data, labelled, layout, top, width) {
 }
 
 /**
- * Draws the time ruler: step names on a top strip, ticks with times since the trace start below,
+ * Draws the time ruler: step names on a top strip over each step's ProfilerStep#N on the host, a
+ * thin bar under the strip for its device tail, ticks with times since the trace start below,
  * and the range being selected, if any.
  * @param {CanvasRenderingContext2D} ctx
  * @param {{width: number, height: number, win: TimeWindow, origin: number, steps: Step[],
  *          range?: [number, number]|null}} view
+ * @returns {{label: string, start_us: number, end_us: number}[]} the step names drawn and where
  */
 export function drawRuler(ctx, { width, height, win, origin, steps, range = null }) {
   ctx.clearRect(0, 0, width, height);
@@ -272,13 +284,22 @@ export function drawRuler(ctx, { width, height, win, origin, steps, range = null
   drawStepBands(ctx, steps, win, width, 0, height);
   ctx.font = STEP_FONT;
   ctx.textBaseline = "middle";
-  ctx.fillStyle = "#5f6368";
+  /** @type {{label: string, start_us: number, end_us: number}[]} */ const named = [];
   for (const step of steps) {
-    const px = boxPixels(step.start_us, step.end_us - step.start_us, win, width, 0);
+    const at = stepRange(step);
+    const tail = at.tail && boxPixels(at.tail[0], at.tail[1] - at.tail[0], win, width, 0);
+    if (tail) {
+      ctx.fillStyle = STEP_TAIL;
+      ctx.fillRect(tail[0], strip - 3, tail[1] - tail[0], 2);
+    }
+    const px = boxPixels(at.start_us, at.end_us - at.start_us, win, width, 0);
     if (!px) continue;
     const left = Math.max(px[0], 0) + 4;
     const text = fitLabel(stepLabel(step.step), Math.min(px[1], width) - left - 4, (s) => ctx.measureText(s).width);
-    if (text) ctx.fillText(text, left, strip / 2 + 0.5);
+    if (!text) continue;
+    ctx.fillStyle = "#5f6368";
+    ctx.fillText(text, left, strip / 2 + 0.5);
+    named.push({ label: text, start_us: at.start_us, end_us: at.end_us });
   }
   ctx.fillStyle = "#dadce0";
   ctx.fillRect(0, strip, width, 1);
@@ -303,6 +324,7 @@ export function drawRuler(ctx, { width, height, win, origin, steps, range = null
     ctx.fillText(formatTick(tick.offset, step, maxOffset), x + 4, height - 7);
   }
   if (range) drawRange(ctx, range, win, width, height);
+  return named;
 }
 
 /**
@@ -444,6 +466,8 @@ export function drawLaneLabels(node, layout, onFold) {
     const button = el("button", {
       class: `tl-lane tl-lane-${lane.kind}`, testid: "lane-label",
       title: `${lane.process} · ${lane.name}\n${formatCount(lane.events)} events, ${lane.rows} row${lane.rows === 1 ? "" : "s"}`
+        + (item.fold && !item.collapsed ? `\nPython frames: rows ${item.fold[0] + 1} to ${lane.stack_rows} drawn on one`
+          + " (the innermost on top; Full Python stacks unfolds them)" : "")
         + (lane.rows > 1 ? `\nClick to ${item.collapsed ? "unfold" : "fold"} its rows` : ""),
       attrs: { type: "button", style: `height: ${item.h}px`, "data-lane": String(lane.id), "aria-expanded": String(!item.collapsed) },
     }, [el("span", { class: "tl-lane-name", text: lane.name })]);
@@ -491,4 +515,28 @@ export function drawLegend(node, kinds, present, merged, flows) {
       text: `${count} flow arrows here: zoom in to draw them` }));
   }
   node.replaceChildren(...items);
+}
+
+/**
+ * A checkbox per flow type of the trace, each with its arrows' colour; hidden when it has none.
+ * @param {HTMLElement} node
+ * @param {string[]} types the trace's flow types
+ * @param {string[]} chosen the types drawn
+ * @param {(chosen: string[]) => void} onChange
+ */
+export function drawFlowToggles(node, types, chosen, onChange) {
+  node.hidden = !types.length;
+  /** @type {HTMLInputElement[]} */ const boxes = [];
+  const items = types.map((type) => {
+    const box = /** @type {HTMLInputElement} */ (el("input", { testid: "toggle-flow",
+      attrs: { type: "checkbox", "data-type": type } }));
+    box.checked = chosen.includes(type);
+    box.addEventListener("change", () => onChange(boxes.filter((b) => b.checked).map((b) => String(b.dataset.type))));
+    boxes.push(box);
+    return el("label", { class: "check", title: FLOW_TITLES[type] || `Flow events of category ${type}` }, [
+      box, el("span", { class: "swatch swatch-arrow", attrs: { style: `background: ${ARROW_COLORS[type] || SELECTED_ARROW}` } }),
+      ARROW_LABELS[type] || type,
+    ]);
+  });
+  node.replaceChildren(el("span", { class: "control-label", text: "Flows" }), ...items);
 }
