@@ -90,6 +90,8 @@ def test_diff_page_draws_the_api_answer(diff, api, shots):
     resolved = diff.part("resolved").locator("li")
     expect(resolved).to_have_text(body["recommendations"]["resolved"])
     expect(diff.part("pickers")).to_be_visible()
+    utilization = diff.part("ratio-table").locator("tbody tr").first.locator("td")
+    expect(utilization).to_have_text(["GPU utilization", re.compile(r"^55\.97\s%$"), re.compile(r"^79\.50\s%$"), "+23.5 pp"])
     diff.screenshot(shots, "diff_loss_sync", full=True)
     assert diff.page.errors == []
 
@@ -186,5 +188,6 @@ def test_the_waterfall_runs_from_the_base_step_through_each_category_to_the_new_
 
 def test_signed_numbers_and_status_counts(lib):
     assert lib("[1200, -350, 0, null].map(d.formatDelta)") == ["+1.20 ms", "−350 us", "0 us", "n/a"]
+    assert lib("[0.235229, -0.000288, null].map(d.formatPoints)") == ["+23.5 pp", "0.0 pp", "n/a"]
     assert lib("d.statusCounts(ARG)", [{"status": s} for s in ("unchanged", "added", "unchanged", "removed")]) == \
         "1 added, 1 removed, 2 unchanged"

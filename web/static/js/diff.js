@@ -141,6 +141,17 @@ export function formatChange(ratio) {
 }
 
 /**
+ * A change of a share, in percentage points: "+23.5 pp", "−0.1 pp".
+ * @param {number|null|undefined} delta
+ * @returns {string}
+ */
+export function formatPoints(delta) {
+  if (typeof delta !== "number" || !Number.isFinite(delta)) return NA;
+  const points = Math.abs(delta * 100).toFixed(1);
+  return `${delta > 0 && points !== "0.0" ? "+" : delta < 0 && points !== "0.0" ? "−" : ""}${points} pp`;
+}
+
+/**
  * "2 added, 1 removed, 5 decreased, 30 unchanged" for a table's rows.
  * @param {Change[]} rows
  * @returns {string}
@@ -199,7 +210,7 @@ function drawVerdict(root, diff) {
     ["GPU utilization", "utilization_ratio"], ["Est. SM efficiency", "sm_efficiency_ratio"],
     ["Est. achieved occupancy", "achieved_occupancy_ratio"], ["Kernel time using tensor cores", "tensor_core_ratio"],
   ].map(([label, key]) => ({ label, base: formatRatio(gpu.base[key]), new: formatRatio(gpu.new[key]),
-    delta: formatChange(gpu.delta[key]) }));
+    delta: formatPoints(gpu.delta[key]) }));
   ratios.push({ label: "Peak memory allocated", base: formatBytes(memory.base_peak_bytes),
     new: formatBytes(memory.new_peak_bytes),
     delta: memory.delta_bytes === null ? NA : `${memory.delta_bytes >= 0 ? "+" : "−"}${formatBytes(Math.abs(memory.delta_bytes))}` });
