@@ -338,7 +338,7 @@ def _diff_summary(result: dict, top: int) -> str:
     steps = result["steps"]
     ratio = result["step_delta_ratio"]
     lines = [f"{result['verdict']}: average step {steps['base']['total_us'] / 1000:.2f} ms -> "
-             f"{steps['new']['total_us'] / 1000:.2f} ms" + (f" ({ratio:+.1%})" if ratio is not None else "")]
+             f"{steps['new']['total_us'] / 1000:.2f} ms" + (f" ({round(ratio, 3) or 0.0:+.1%})" if ratio is not None else "")]
     for table in ("operators", "kernels", "modules"):
         changed = [row for row in result[table] if row["status"] != "unchanged"][:top]
         if changed:
