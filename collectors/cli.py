@@ -32,6 +32,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--snapshot", action="store_true",
                        help="after profiling, record two more steps' CUDA allocations into "
                             "memory_snapshot.pickle.gz in the run's folder (the Memory Snapshot view)")
+        p.add_argument("--sync-events", action="store_true",
+                       help="record CUDA synchronizations as events (which stream or event was waited on): "
+                            "the critical path of a step follows them")
         p.add_argument("--json", action="store_true", help="print what was written as JSON")
         workload.add_arguments(p)
     return parser

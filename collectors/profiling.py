@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import torch
-from torch.profiler import ProfilerActivity, profile, record_function, schedule, tensorboard_trace_handler
+from torch.profiler import ProfilerActivity, _ExperimentalConfig, profile, record_function, schedule, tensorboard_trace_handler
 
 
 def worker_name() -> str | None:
@@ -27,11 +27,13 @@ def worker_name() -> str | None:
 def make_profiler(logdir: str | os.PathLike, run: str, *, wait: int = 1, warmup: int = 1, active: int = 3,
                   repeat: int = 1, record_shapes: bool = True, profile_memory: bool = True, with_stack: bool = True,
                   with_modules: bool = True, with_flops: bool = True, gzip: bool = True,
-                  activities: list[ProfilerActivity] | None = None) -> profile:
+                  activities: list[ProfilerActivity] | None = None, sync_events: bool = False) -> profile:
     """A `torch.profiler.profile` that writes `logdir/run/<worker>.<time>.pt.trace.json[.gz]`,
     one file per `active` window, through `tensorboard_trace_handler`. Call `prof.step()` once
     per training step. CUDA is profiled when available. Each trace names its host (`hostname`).
-    The paths written are kept in `prof.profboard_traces` (export_trace reads them)."""
+    The paths written are kept in `prof.profboard_traces` (export_trace reads them). `sync_events`
+    records CUDA synchronizations as events of their own (category `cuda_sync`: which stream or event
+    the host or a stream waited on), which the critical path of a step follows."""
     folder = Path(logdir) / run
     folder.mkdir(parents=True, exist_ok=True)
     if activities is None:
@@ -47,7 +49,8 @@ def make_profiler(logdir: str | os.PathLike, run: str, *, wait: int = 1, warmup:
     prof = profile(activities=activities,
                    schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=repeat),
                    on_trace_ready=on_trace_ready, record_shapes=record_shapes, profile_memory=profile_memory,
-                   with_stack=with_stack, with_modules=with_modules, with_flops=with_flops)
+                   with_stack=with_stack, with_modules=with_modules, with_flops=with_flops,
+                   **({"experimental_config": _ExperimentalConfig(enable_cuda_sync_events=True)} if sync_events else {}))
     # The machine, for the Distributed view's topology: rank<N> worker names do not say which ranks
     # share a host. Newer PyTorch also writes it (`host_name`); older versions do not.
     prof.preset_metadata_json("hostname", json.dumps(socket.gethostname()))

@@ -26,6 +26,7 @@ class Options:
     warmup_steps: int  # untimed steps before the profiler starts (compilation, autotuning)
     tables: bool  # print the top-operator tables
     snapshot: bool = False  # dump an allocator snapshot of two steps after profiling
+    sync_events: bool = False  # record CUDA synchronizations as trace events (make_profiler)
 
     @property
     def cuda(self) -> bool:
@@ -37,7 +38,7 @@ def options(args: argparse.Namespace) -> Options:
         raise SystemExit("--device cuda: no CUDA device is available (use --device cpu)")
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     return Options(Path(args.logdir), device, args.steps, args.repeat, args.warmup_steps, args.tables,
-                   getattr(args, "snapshot", False))
+                   getattr(args, "snapshot", False), getattr(args, "sync_events", False))
 
 
 # (wait, warmup) steps of the profiler's schedule before each active window.
@@ -52,7 +53,7 @@ def profiled_run(opts: Options, run: str, step: Callable[[], Any], samples: int,
     for _ in range(opts.warmup_steps):
         step()
     prof = make_profiler(opts.logdir, run, wait=wait, warmup=warmup, active=opts.steps, repeat=opts.repeat,
-                         **profiler)
+                         sync_events=opts.sync_events, **profiler)
     meter = ThroughputMeter(warmup=0, prof=prof)
     started = time.perf_counter()
     with prof:

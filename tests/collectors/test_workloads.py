@@ -25,7 +25,7 @@ def collect(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def collected(tmp_path_factory, start_app):
     logdir = tmp_path_factory.mktemp("collected")
-    collect("loss_sync", "--logdir", str(logdir), "--device", "cpu")
+    collect("loss_sync", "--logdir", str(logdir), "--device", "cpu", "--sync-events")  # no sync events on a CPU: runs all the same
     collect("loss_sync", "--fixed", "--logdir", str(logdir), "--device", "cpu", "--repeat", "2")
     # six steps: CPU timings are noisy, the slowed rank must be last at most of them
     collect("ddp", "--logdir", str(logdir), "--device", "cpu", "--straggler", "1", "--nproc", "2", "--steps", "6")
