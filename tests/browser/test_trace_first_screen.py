@@ -244,6 +244,10 @@ def test_each_flow_type_toggles_its_own_arrows_and_round_trips_in_the_url(trace,
     trace.wait_idle()
     assert "flows" not in trace.query()
     expect(overlay).to_have_attribute("data-window-flows", str(both))
+    # Over the whole first step, the forward -> backward arrows alone (the launches would be too many).
+    trace.open(f"{FSDP.sel()}&start_us={step['host_start_us']}&end_us={step['host_end_us']}&flows=fwdbwd").wait_drawn()
+    expect(overlay).to_have_attribute("data-window-flow-types", "fwdbwd")
+    trace.screenshot(shots, "trace_flow_types_fwdbwd_step")
     # An older link's flows=0 draws none.
     trace.open(f"{near}&flows=0").wait_drawn()
     expect(ac2g).not_to_be_checked()
