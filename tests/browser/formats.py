@@ -17,7 +17,7 @@ def fmt_us(us: float) -> str:
 
 def fmt_bytes(n: float) -> str:
     """formatBytes: 1024-based, two decimals above bytes, halves rounded up as toFixed does."""
-    units = ["B", "KB", "MB", "GB", "TB", "PB"]
+    units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"]
     value, i = float(n), 0
     while abs(value) >= 1024 and i < len(units) - 1:
         value /= 1024

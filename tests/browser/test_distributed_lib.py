@@ -169,7 +169,7 @@ def test_comparison_chart_uses_the_overview_categories(dv):
 
 def test_topology_text_meta_and_assumptions(dv):
     gpu = {"device": 1, "name": "NVIDIA H200", "memory_bytes": 150109880320, "compute_capability": "9.0"}
-    assert dv(f"dv.gpuText({js(gpu)})") == "GPU 1 · NVIDIA H200 · 139.80 GB · CC 9.0"
+    assert dv(f"dv.gpuText({js(gpu)})") == "GPU 1 · NVIDIA H200 · 139.80 GiB · CC 9.0"
     assert dv('dv.gpuText({"device": 0, "name": null, "memory_bytes": null, "compute_capability": null})') == "GPU 0"
     ranks = [{"worker": "w0", "rank": 0, "world_size": 2, "backend": "nccl", "assumed": []},
              {"worker": "host", "rank": 1, "world_size": 2, "backend": "nccl", "assumed": ["rank from the worker name"]}]

@@ -44,7 +44,7 @@ class MemoryPage(ShellPage):
         return self.part("memory-curve").locator(".annotation-text").all_text_contents()
 
     def peaks(self) -> list[str]:
-        """The peaks' markers, by what hovering them says ("Peak allocated: 2.94 GB at ...")."""
+        """The peaks' markers, by what hovering them says ("Peak allocated: 2.94 GiB at ...")."""
         return self.part("memory-curve").evaluate(
             "(node) => node.data.filter((t) => t.mode === 'markers').map((t) => t.hovertemplate.split(' at ')[0])")
 
@@ -97,7 +97,7 @@ def test_memory_curve_renders_with_the_api_peaks_and_steps(memory, api, shots):
     layout = chart.evaluate("(node) => ({fixed: node.layout.yaxis.fixedrange, ticks: node.layout.yaxis.ticktext,"
                             " dashed: node.layout.shapes.filter((s) => s.line && s.line.dash === 'dash').length})")
     gb = [t for t in layout["ticks"] if t != "0"]
-    assert layout["fixed"] is True and gb and all(t.endswith(" GB") for t in gb) and layout["dashed"] == 0
+    assert layout["fixed"] is True and gb and all(t.endswith(" GiB") for t in gb) and layout["dashed"] == 0
     memory.part("capacity-toggle").check()
     expect(chart.locator(".annotation-text", has_text=f"capacity {fmt_bytes(curve['capacity_bytes'])}")).to_be_visible()
     assert memory.query()["capacity"] == "1"
@@ -343,9 +343,9 @@ def test_memory_curve_helpers(blank_page):
         };
     })()""")
     gib = 1024 ** 3
-    assert out["ticks"]["ticktext"] == ["0", "1 GB", "2 GB", "3 GB"]
+    assert out["ticks"]["ticktext"] == ["0", "1 GiB", "2 GiB", "3 GiB"]
     assert out["ticks"]["tickvals"] == [0, gib, 2 * gib, 3 * gib]
-    assert out["small"] == ["0", "200 MB", "400 MB", "600 MB"]
+    assert out["small"] == ["0", "200 MiB", "400 MiB", "600 MiB"]
     assert out["bytes"] == ["0", "2 B", "4 B", "6 B", "8 B"]
     assert out["parse"] == [{"start_us": 2000, "end_us": 3000}, None, None, None, {"start_us": 1000, "end_us": 2000}]
     assert out["relayout"] == [{"start_us": 2000, "end_us": 3500}, "reset", None]

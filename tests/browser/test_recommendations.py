@@ -207,7 +207,7 @@ def test_event_evidence_selects_the_event_and_links_its_operator(recs, api, serv
     rows = card.locator(css_testid("numbers")).locator("tbody tr")
     expect(rows).to_have_count(2)
     expect(rows.first.locator(css_testid("number-threshold"))).to_have_text("high: 10.00 %medium: 1.00 %")
-    expect(recs.cards().nth(1).locator('[data-key="peak_bytes"]')).to_contain_text("80.00 GB")
+    expect(recs.cards().nth(1).locator('[data-key="peak_bytes"]')).to_contain_text("80.00 GiB")
     expect(recs.cards().nth(1).locator('[data-key="capacity_ratio"] [data-testid="number-value"]')).to_have_text("—")
 
     operator = item.locator(css_testid("operator-link"))

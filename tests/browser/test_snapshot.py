@@ -113,7 +113,7 @@ def test_snapshot_timeline_draws_bands_other_total_and_peak(snap, api, shots):
     expect(chart.locator(".annotation-text").filter(has_text="Peak")).to_have_text(f"Peak {fmt_bytes(peak['bytes'])}")
     expect(snap.part("timeline-meta")).to_contain_text(f"{fmt_count(timeline['allocations'])} allocations")
     # The y axis reaches the peak (in GB here).
-    assert "GB" in chart.locator(".ytitle").text_content()
+    assert "GiB" in chart.locator(".ytitle").text_content()
     # Hovering inside the bottom band (the largest early allocation) shows its size and stack.
     box = snap.plot_box()
     band = min(timeline["bands"], key=lambda b: b["start_index"])
@@ -202,7 +202,7 @@ def test_snapshot_oom_events_are_highlighted(snap, server):
     assert card.evaluate("n => getComputedStyle(n).backgroundColor") == "rgb(252, 232, 230)"
     box = snap.part("snap-ooms")
     expect(box).to_be_visible()
-    expect(box.locator(css_testid("oom-event"))).to_contain_text("Entry 2,000: asked for 8.00 GB with 1.00 GB free")
+    expect(box.locator(css_testid("oom-event"))).to_contain_text("Entry 2,000: asked for 8.00 GiB with 1.00 GiB free")
     expect(snap.part("snap-timeline").locator(".annotation-text").filter(has_text="OOM")).to_have_count(1)
     box.locator(css_testid("oom-show")).click()
     expect(snap.part("state-meta")).to_contain_text("After entry 2,000")
@@ -453,7 +453,7 @@ def test_block_pieces_merge_slivers_and_keep_offsets(memsnap):
     ("m.parseDevice('1', [0, 1])", 1), ("m.parseDevice('5', [0, 1])", 0), ("m.parseDevice(undefined, [])", 0),
     ("m.hexAddress(140071130890240)", hex(140071130890240)), ("m.hexAddress(null)", "n/a"),
     ("m.shortPath('/opt/x/lib/python3.12/site-packages/torch/nn/modules/conv.py')", "torch/nn/modules/conv.py"),
-    ("m.bytesAxis(1.6e9).unit", "GB"), ("m.bytesAxis(5e5).unit", "KB"),
+    ("m.bytesAxis(1.6e9).unit", "GiB"), ("m.bytesAxis(5e5).unit", "KiB"),
     ("m.plotText('<module> & co')", "&lt;module&gt; &amp; co"),
 ], ids=lambda v: str(v))
 def test_memsnap_helpers(memsnap, expression, expected):

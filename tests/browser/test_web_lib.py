@@ -54,7 +54,7 @@ def test_format_us(lib, us, text):
 
 
 @pytest.mark.parametrize("n, text", [
-    (34084028416, "31.74 GB"), (85017493504, "79.18 GB"), (512, "512 B"), (1536, "1.50 KB"), (None, "n/a"),
+    (34084028416, "31.74 GiB"), (85017493504, "79.18 GiB"), (512, "512 B"), (1536, "1.50 KiB"), (None, "n/a"),
 ], ids=lambda v: str(v))
 def test_format_bytes_is_1024_based_like_the_plugin(lib, n, text):
     assert lib(f"format.formatBytes({'null' if n is None else n})") == text
@@ -98,7 +98,7 @@ SYNC_EVIDENCE = {"kind": "operator", "label": "aten::item at train.py(42): loss"
     ({"kind": "gpu", "label": "GPU 1", "device": 10}, "GPU 1: device 10"),  # "1" is not "10"
     # op and frame are spelled out by the label; step 5 is not (a step id only counts in step/device fields)
     (SYNC_EVIDENCE, "aten::item at train.py(42): loss: step 5, count 1, blocked 250 us, pinned: no"),
-    ({"kind": "range", "start_us": 1, "end_us": 2, "peak_bytes": 3 * 2**30}, "range: peak 3.00 GB"),
+    ({"kind": "range", "start_us": 1, "end_us": 2, "peak_bytes": 3 * 2**30}, "range: peak 3.00 GiB"),
     ({"kind": "step", "label": "step 1"}, "step 1"),
 ], ids=["step", "gpu", "gpu-whole-word", "operator", "no-label", "label-only"])
 def test_evidence_text_prefers_the_label_then_formats_fields(lib, evidence, text):
@@ -609,7 +609,7 @@ def test_counter_range_lookup_and_text(lib):
     assert result["at"] == [None, {"t_us": 0, "value": 0.2}, {"t_us": 10, "value": None}, {"t_us": 20, "value": 0.5}]
     assert result["none"] is None
     assert result["max"] == [0.5, 4096, 7, None]
-    assert result["text"] == ["43.2 %", "3.00 GB", "12,346", "0.123", "n/a"]
+    assert result["text"] == ["43.2 %", "3.00 GiB", "12,346", "0.123", "n/a"]
 
 
 def test_trace_view_text(lib):

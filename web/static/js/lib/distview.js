@@ -477,7 +477,7 @@ export function comparisonChart(comparison) {
 }
 
 /**
- * Short text of a GPU of the topology: "GPU 1 · NVIDIA H200 · 139.80 GB · CC 9.0".
+ * Short text of a GPU of the topology: "GPU 1 · NVIDIA H200 · 139.80 GiB · CC 9.0".
  * @param {TopoGpu} gpu
  * @returns {string}
  */

@@ -99,13 +99,14 @@ export function timeAxis(maxUs) {
 }
 
 /**
- * A size in bytes, 1024-based as the reference plugin shows it: 34084028416 -> "31.74 GB".
+ * A size in bytes, 1024-based as the reference plugin shows it, with the binary units' names (the
+ * reference wrote "GB" for 2^30 bytes): 34084028416 -> "31.74 GiB". Bandwidths alone are decimal (GB/s).
  * @param {number|null|undefined} bytes
  * @returns {string}
  */
 export function formatBytes(bytes) {
   if (!isNumber(bytes)) return NA;
-  const units = ["B", "KB", "MB", "GB", "TB", "PB"];
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
   let value = bytes;
   let i = 0;
   while (Math.abs(value) >= 1024 && i < units.length - 1) {

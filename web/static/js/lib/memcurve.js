@@ -169,11 +169,11 @@ export function niceStep(raw) {
   return nice * power;
 }
 
-const BYTE_UNITS = /** @type {const} */ ([["GB", 1024 ** 3], ["MB", 1024 ** 2], ["KB", 1024], ["B", 1]]);
+const BYTE_UNITS = /** @type {const} */ ([["GiB", 1024 ** 3], ["MiB", 1024 ** 2], ["KiB", 1024], ["B", 1]]);
 
 /**
  * Y-axis ticks for sizes, 1024-based like formatBytes: ticks at round numbers of one unit
- * ("0", "512 MB", "1 GB", "1.5 GB"), about `count` of them between 0 and `maxBytes`.
+ * ("0", "512 MiB", "1 GiB", "1.5 GiB"), about `count` of them between 0 and `maxBytes`.
  * @param {number} maxBytes top of the axis
  * @param {number} [count]
  * @returns {{tickvals: number[], ticktext: string[]}}

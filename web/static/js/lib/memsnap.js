@@ -114,7 +114,7 @@ export function indexAt(x, entries) {
  * @returns {{unit: string, divisor: number}}
  */
 export function bytesAxis(maxBytes) {
-  const units = ["B", "KB", "MB", "GB", "TB"];
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
   let i = 0;
   while (i < units.length - 1 && Math.abs(maxBytes) >= 1024 ** (i + 1)) i += 1;
   return { unit: units[i], divisor: 1024 ** i };
