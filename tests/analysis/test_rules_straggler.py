@@ -31,14 +31,14 @@ def test_a_late_rank_is_named_with_what_the_others_lose():
     assert len(found["evidence"]) == 3
     for item in found["evidence"]:
         assert item["kind"] == "collective" and "last rank 2" in item["label"]
-        assert item["end_us"] - item["start_us"] == 400.0 + 50.0 and item["delay_us"] == 0.0
+        assert item["end_us"] - item["start_us"] == 400.0 + 50.0 and item["this_rank_delay_us"] == 0.0
 
 
 def test_read_on_the_straggler_itself():
     (found,) = findings({2: 400.0}, on=2)
     assert found["title"].startswith("This rank is the straggler: last into 6 of 6 collectives")
     assert found["numbers"]["this_rank"] == 2
-    assert all(item["delay_us"] == 400.0 for item in found["evidence"])
+    assert all(item["this_rank_delay_us"] == 400.0 for item in found["evidence"])
 
 
 def test_a_small_delay_is_not_worth_a_finding():

@@ -30,7 +30,8 @@ MAX_EVIDENCE = 3
 
 
 def _evidence(occurrences: list[dict[str, Any]], rank: int | None) -> list[dict[str, Any]]:
-    """This rank's calls of the widest-spread collectives, on its own clock."""
+    """This rank's calls of the widest-spread collectives, on its own clock, with the spread across ranks and
+    this rank's own delay (named so: beside the spread, a bare "delay 0 us" read as the straggler's)."""
     out = []
     for occ in sorted(occurrences, key=lambda o: -(o.get("spread_us") or 0.0)):
         mine = next((a for a in occ["arrivals"] if a["rank"] == rank and a.get("start_us") is not None), None)
@@ -40,7 +41,7 @@ def _evidence(occurrences: list[dict[str, Any]], rank: int | None) -> list[dict[
         out.append({"kind": "collective", "step": occ["step"],
                     "label": f"step {occ['step']}: {occ['name']} #{occ['index'] + 1}, last rank {late}",
                     "start_us": float(mine["start_us"]), "end_us": float(mine["end_us"]),
-                    "spread_us": occ.get("spread_us"), "delay_us": mine.get("delay_us")})
+                    "spread_us": occ.get("spread_us"), "this_rank_delay_us": mine.get("delay_us")})
         if len(out) == MAX_EVIDENCE:
             break
     return out
