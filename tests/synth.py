@@ -201,6 +201,22 @@ class Trace:
         (self.memset if memset else self.memcpy)(copy_ts, copy_dur, correlation=corr, **device_args)
         return corr
 
+    def synchronize(self, ts: float, dur: float, stream: int | None = 7, event: bool = True, device: int = 0,
+                    tid: Any = None) -> int:
+        """A host call that waits for the GPU: `cudaStreamSynchronize` on `stream`, or
+        `cudaDeviceSynchronize` when `stream` is None; with `event`, also the CUDA sync event that
+        `enable_cuda_sync_events` records for it (cat `cuda_sync`, on the GPU's row, the call's
+        correlation; Stream Sync or Context Sync). Returns the correlation id."""
+        name = "cudaDeviceSynchronize" if stream is None else "cudaStreamSynchronize"
+        corr = self.runtime(name, ts, dur, tid=tid)
+        if event:
+            kind = "Context Sync" if stream is None else "Stream Sync"
+            self.add({"ph": "X", "cat": "cuda_sync", "name": kind, "pid": device,
+                      "tid": self._stream_tid(7 if stream is None else stream), "ts": ts, "dur": dur,
+                      "args": {"cuda_sync_kind": kind, "stream": -1 if stream is None else stream,
+                               "correlation": corr, "device": device, "context": 1}})
+        return corr
+
     def nccl(self, ts: float, dur: float, correlation: int | None = None, name: str = NCCL_ALLREDUCE,
              device: int = 0, stream: int = 20) -> dict[str, Any]:
         """An NCCL communication kernel, on its own stream as NCCL runs them."""
