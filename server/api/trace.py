@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from ..analysis import clocks, flows, timeline
+from ..analysis import clocks, critical_path, flows, timeline
 from ..analysis.callstacks import parse_frame
 from ..analysis.names import BadPattern
 from ..analysis.records import clean_row
@@ -165,6 +165,34 @@ class Collective(BaseModel):
     group: str
     matched: bool = Field(description="Whether another shown worker's call was matched with the picked one")
     calls: list[CollectiveCall] = Field(description="One per shown worker, in the order asked")
+    warnings: list[str]
+
+
+class PathSegment(BaseModel):
+    kind: str = Field(description="host (an operator, or host time between them: id null), launch (the launch call "
+                      "until its GPU work starts), gpu (a kernel, memcpy or memset), gpu_gap (between GPU work), "
+                      "sync (the waited GPU work's end until the synchronising call returns)")
+    bound: str = Field(description=f"What the time is counted as: one of {', '.join(critical_path.BOUNDS)}")
+    start_us: float
+    end_us: float
+    id: int | None = Field(description="The event on the path (the call, for launch and sync)")
+    lane: int | None
+    row: int | None
+    to_id: int | None = Field(None, description="launch and sync: the GPU work launched or waited for")
+    sync_event_id: int | None = Field(None, description="sync: the CUDA sync event recorded for the call, if any")
+
+
+class CriticalPath(BaseModel):
+    step: str
+    start_us: float
+    end_us: float
+    total_us: float
+    steps: list[str] = Field(description="The trace's steps, to pick another")
+    segments: list[PathSegment] = Field(description="In time order; they tile the step")
+    breakdown: dict[str, float] = Field(description="Time per bound (`cpu_us`, `data_loading_us`, `launch_overhead_us`, "
+                                        "`gpu_compute_us`, `communication_us`, `kernel_overhead_us`, `sync_us`); "
+                                        "they sum to total_us")
+    approximated: list[str] = Field(description="What the path had to guess (no CUDA sync events, ...); empty: none")
     warnings: list[str]
 
 
@@ -351,6 +379,38 @@ def _shown_call(worker: str, provider: TraceProvider | None, row: int | None, on
     events, layout = provider.tables().events, provider.layout()
     return {"worker": worker, "id": event, "lane": int(layout.lane_of[event]), "row": int(layout.row_of[event]),
             "start_us": float(events["ts"].iat[event]), "dur_us": float(events["dur"].iat[event])}
+
+
+@router.get("/api/trace/critical_path", response_model=CriticalPath)
+def get_critical_path(sel: Selection = Depends(select),
+                      step: str | None = Query(None, max_length=200, description="A step's name, as in /api/trace/lanes' "
+                                               "steps (default: the first)", examples=["2"])) -> dict[str, Any]:
+    """The chain of host work, launches, GPU work and syncs that sets a step's time, with that time
+    by what bound it (CPU, data loading, launch overhead, GPU compute, communication, kernel-to-kernel
+    overhead, sync)."""
+    p = sel.provider
+    steps = p.steps()
+    name = steps.names[0] if step is None else step
+    if name not in steps.names:
+        raise NotFound(f"this trace has no step {name!r} (steps: {', '.join(steps.names)})")
+    layout = p.layout()
+
+    def compute() -> dict[str, Any]:
+        events = sel.tables.events
+        graph = p.memo(("critical_path_graph",), lambda: critical_path.build_graph(events))
+        return critical_path.step_critical_path(events, graph, steps, steps.names.index(name))
+
+    path = p.memo(("critical_path", name), compute)
+    segments = [{**{k: v for k, v in s.items() if k != "event_id"}, "id": s["event_id"], **_place(layout, s["event_id"])}
+                for s in path["segments"]]
+    return {**path, "segments": segments, "steps": steps.names, "warnings": []}
+
+
+def _place(layout: timeline.Layout, row: int | None) -> dict[str, int | None]:
+    """An event's lane and row on the timeline (None: no event, or one the timeline does not show)."""
+    if row is None or layout.lane_of[row] < 0:
+        return {"lane": None, "row": None}
+    return {"lane": int(layout.lane_of[row]), "row": int(layout.row_of[row])}
 
 
 @router.get("/api/trace/counters", response_model=Counters)
