@@ -10,7 +10,8 @@
  * keys and the wheel do, lib/counters.js, lib/eventpanel.js, lib/tracesearch.js) and draw (`mount`
  * and the timeline controller here; the canvas in lib/timeline.js). View state lives in the URL: `start_us`, `end_us` (absolute trace microseconds),
  * `select` (event id), `q` and `regex`, `flows` (the flow types drawn: absent for all, "0" for
- * none), `counters=1`, `stacks=all` (every Python frame row), `collapse` (folded lane ids, "none").
+ * none), `counters=1`, `stacks=all` (every Python frame row), `collapse` (folded lane ids, "none"),
+ * `critical` (the step whose critical path is drawn, lib/critpath.js; empty for the first).
  *
  * The first screen shows the GPU streams and the main thread's operators: a lane's Python frames
  * are folded to lib/lanes.js's STACK_ROWS rows until `stacks=all`, and without `collapse` in the
@@ -29,6 +30,7 @@ import { byTestId, clear, el, showWarnings } from "./lib/dom.js";
 import { formatOffset, formatUs } from "./lib/format.js";
 import { TRACKS_SHOWN, TRACK_PX, counterTracks } from "./lib/counters.js";
 import { drawDetails } from "./lib/eventpanel.js";
+import { drawBreakdown, drawCriticalPath, pathMarks } from "./lib/critpath.js";
 import {
   STACK_ROWS, firstScreenFolds, flowTypesParam, hitTest, laneLayout, linkDrawn, parseCollapsed, parseFlowTypes,
   placeLink, placeOf, prepareWindow, rowTop, tooltipText,
@@ -112,6 +114,15 @@ export function fetchCollective({ run, worker, span }, id, workers, signal) {
   return getJSON("/api/trace/collective", { run, worker, span, id, workers: workers.join(",") }, signal);
 }
 
+/**
+ * A step's critical path (the first step when `step` is empty).
+ * @param {Selection} sel @param {string} step @param {AbortSignal} [signal]
+ * @returns {Promise<import("./lib/critpath.js").CriticalPath>}
+ */
+export function fetchCriticalPath({ run, worker, span }, step, signal) {
+  return getJSON("/api/trace/critical_path", { run, worker, span, step: step || undefined }, signal);
+}
+
 /** The original trace file of a selection, as a download link. @param {Selection} sel */
 export function rawHref({ run, worker, span }) {
   return apiUrl("/api/trace/raw", { run, worker, span });
@@ -127,6 +138,7 @@ export function rawHref({ run, worker, span }) {
  *   search: (q: string, regex: boolean, signal: AbortSignal) => Promise<SearchResult>,
  *   counters: ((req: TimeWindow & {width_px: number}, signal: AbortSignal) => Promise<{series: Series[], warnings: string[]}>)|null,
  *   collective: ((id: number, signal: AbortSignal) => Promise<number[]>)|null,
+ *   criticalPath: ((step: string, signal: AbortSignal) => Promise<import("./lib/critpath.js").CriticalPath>)|null,
  * }} Source
  */
 
@@ -138,6 +150,7 @@ function workerSource(sel) {
     search: (q, regex, signal) => fetchSearch(sel, q, regex, signal),
     counters: (req, signal) => fetchCounters(sel, req, signal),
     collective: null,
+    criticalPath: (step, signal) => fetchCriticalPath(sel, step, signal),
   };
 }
 
@@ -162,6 +175,7 @@ function ranksSource(sel, shown) {
       const own = localId(id);
       return collectiveIds(await fetchCollective(of(own.k), own.id, workers, signal), shown);
     },
+    criticalPath: null,  // one worker's steps: off while several ranks are shown
   };
 }
 
@@ -212,7 +226,8 @@ function showMessage(node, text, tone = "info") {
  * zoom, pan, selection, search, flows and counters.
  * @param {HTMLElement} root the `[data-view="trace"]` section
  * @param {Selection & {start_us?: string, end_us?: string, select?: string, q?: string, regex?: string,
- *                      flows?: string, counters?: string, collapse?: string, ranks?: string, stacks?: string}} params
+ *                      flows?: string, counters?: string, collapse?: string, ranks?: string, stacks?: string,
+ *                      critical?: string}} params
  * @param {{signal?: AbortSignal}} [context]
  */
 export async function mount(root, params, { signal } = {}) {
@@ -234,6 +249,7 @@ export async function mount(root, params, { signal } = {}) {
     detailsZoom: part("details-zoom"), detailsClose: part("details-close"),
     ranksControl: part("trace-ranks-control"), ranksToggle: /** @type {HTMLInputElement} */ (part("toggle-ranks")),
     ranksInput: /** @type {HTMLInputElement} */ (part("trace-ranks")), ranksNote: part("trace-ranks-note"),
+    critical: /** @type {HTMLInputElement} */ (part("toggle-critical-path")), criticalPanel: part("critical-path"),
   };
   root.toggleAttribute("data-ranks", Boolean(params.ranks));
   ui.ranksNote.textContent = "";
@@ -242,6 +258,7 @@ export async function mount(root, params, { signal } = {}) {
   ui.regex.checked = params.regex === "1";
   ui.stacks.checked = params.stacks === "all";
   ui.counters.checked = params.counters === "1";
+  ui.criticalPanel.hidden = true;
   ui.details.panel.hidden = true;
   for (const key of ["windows", "drawnBoxes", "drawnMerged", "start", "end"]) delete ui.canvas.dataset[key];
   ui.tooltip.hidden = true;
@@ -264,9 +281,11 @@ export async function mount(root, params, { signal } = {}) {
     ranksControl(ui, false, []);
     several?.then((yes) => { if (!(signal && signal.aborted)) ranksControl(ui, yes, []); });
   }
-  // Counters are one worker's: off while several ranks are shown.
+  // Counters and the critical path are one worker's: off while several ranks are shown.
   ui.counters.disabled = !source.counters;
   if (!source.counters) ui.counters.checked = false;
+  ui.critical.disabled = !source.criticalPath;
+  ui.critical.checked = Boolean(source.criticalPath) && params.critical !== undefined;
   if (signal && signal.aborted) return;
   showWarnings(part("warnings"), info.warnings || []);
   const lanes = info.lanes || [];
@@ -346,8 +365,10 @@ function timeline({ ui, source, info, lanes, bounds, params, signal }) {
     /** @type {Placed|null} */ hover: null,
     /** @type {[number, number]|null} */ range: null,
     /** @type {Set<number>} the selected collective's events on every shown rank */ marked: new Set(),
+    /** @type {import("./lib/critpath.js").CriticalPath|null} */ path: null,
   };
-  /** @type {Record<string, AbortController|null>} */ const inflight = { window: null, event: null, collective: null };
+  /** @type {Record<string, AbortController|null>} */
+  const inflight = { window: null, event: null, collective: null, path: null };
   const timers = { busy: 0 };
   const later = deferred();
   let frame = 0;
@@ -417,6 +438,11 @@ function timeline({ ui, source, info, lanes, bounds, params, signal }) {
       ui.overlay.dataset.flows = String(flows.length);
       ui.overlay.dataset.windowFlows = String(arrows.length);
       ui.overlay.dataset.windowFlowTypes = [...new Set(arrows.map((a) => a.cat))].sort().join(",");
+      if (st.path) {
+        const drawn = pathMarks(st.path, layout, st.view, width, scrollTop);
+        drawCriticalPath(ctx, drawn, layout.rowPx - 2);
+        ui.overlay.dataset.criticalMarks = String(drawn.marks.length);
+      }
     }
     dirty.all = false;
     dirty.overlay = false;
@@ -626,6 +652,54 @@ function timeline({ ui, source, info, lanes, bounds, params, signal }) {
     signal,
   });
 
+  // ------------------------------------------------------------ critical path
+
+  /**
+   * Draws a step's critical path and its breakdown (the first step for ""), or none when the
+   * toggle is off; `zoom` frames the step.
+   * @param {string} step @param {{zoom?: boolean}} [options]
+   */
+  async function showPath(step, { zoom = true } = {}) {
+    abort("path");
+    if (!ui.critical.checked || !source.criticalPath) {
+      st.path = null;
+      ui.criticalPanel.hidden = true;
+      delete ui.overlay.dataset.criticalPath;
+      delete ui.overlay.dataset.criticalMarks;
+      updateQuery({ critical: null });
+      requestDraw(false);
+      return;
+    }
+    const ctl = fresh("path");
+    try {
+      const path = await source.criticalPath(step, ctl.signal);
+      if (ctl.signal.aborted) return;
+      st.path = path;
+      updateQuery({ critical: path.step });
+      drawBreakdown(ui.criticalPanel, path, (picked) => showPath(picked));
+      ui.criticalPanel.hidden = false;
+      ui.overlay.dataset.criticalPath = path.step;
+      if (zoom) {
+        const pad = (path.end_us - path.start_us) * 0.02;
+        setView({ start_us: path.start_us - pad, end_us: path.end_us + pad });
+      }
+      requestDraw(false);
+    } catch (err) {
+      if (ctl.signal.aborted || isAbort(err)) return;
+      st.path = null;
+      ui.criticalPanel.replaceChildren(el("div", { class: "error-box", testid: "critical-path-error" }, [
+        el("div", { class: "error-title", text: "The critical path could not be loaded" }),
+        el("div", { class: "error-message", text: errorText(err) }),
+      ]));
+      ui.criticalPanel.hidden = false;
+      requestDraw(false);
+    } finally {
+      if (inflight.path === ctl) inflight.path = null;
+    }
+  }
+
+  ui.critical.addEventListener("change", () => showPath(""), listen);
+
   // ------------------------------------------------------------ toggles
 
   drawFlowToggles(ui.flowTypes, flowTypes, flowsDrawn, (chosen) => {
@@ -781,6 +855,7 @@ function timeline({ ui, source, info, lanes, bounds, params, signal }) {
   const selectId = Number(params.select);
   if (params.select && Number.isInteger(selectId) && !foreign) first.push(select(selectId, { zoom: !fromUrl }));
   if (ui.counters.checked) first.push(counters.show(true));
+  if (ui.critical.checked) first.push(showPath(params.critical || "", { zoom: !fromUrl }));
   // A link that only names what to look for (e.g. an operator's "Trace" link) opens at its first match.
   if (ui.search.value.trim()) search.run({ step: !params.select && !fromUrl ? 1 : 0 });
   requestDraw();
