@@ -17,10 +17,12 @@ back from the step's end, each time to the dependency that was satisfied last:
    end -> call end is sync latency. A thread other than the main one (the ProfilerStep's: e.g.
    autograd's backward thread) hands back to the main thread where its run of operators (gaps under
    30 us) began.
-3. Which work a call waited for: with CUDA sync events (the collectors' `--sync-events`), a Stream
-   Sync the last work to end inside the call on its stream, a Context Sync on any stream; a copy
-   call (cudaMemcpy*) its stream's. Without them, and for Event Syncs (which event is not read),
-   the last GPU work to end inside the call on any stream: `approximated` says so.
+3. Synchronising calls, as HTA's blocking calls: *Synchronize, copies (cudaMemcpy*), and any call
+   a sync event was recorded for (cudaEventQuery's Event Sync). Which work one waited for: with CUDA
+   sync events (the collectors' `--sync-events`), for a Stream Sync the last work to end inside the
+   call on its stream, for a Context Sync on any stream; for a copy call, its copy's stream's.
+   Without them, and for Event Syncs (which event is not read), the last GPU work to end inside
+   the call on any stream: `approximated` says so.
 4. The path starts at the step's end: at the GPU work that ends it, else on the main thread; it
    ends at the step's start. Its segments tile the step, so the breakdown sums to the step time.
 """
@@ -160,12 +162,16 @@ def _work_predecessors(events: pd.DataFrame, work: np.ndarray, ts: np.ndarray, e
     return kind_out, pred_out
 
 
-def _waited(events: pd.DataFrame, ts: np.ndarray, end: np.ndarray, work: np.ndarray, calls: np.ndarray
-            ) -> tuple[dict[int, tuple[int, int, bool]], bool]:
-    """Per synchronising call, the GPU work it waited for (note 3), and whether the trace has sync events."""
+def _waited(events: pd.DataFrame, ts: np.ndarray, end: np.ndarray, work: np.ndarray
+            ) -> tuple[dict[int, tuple[int, int, bool]], bool, bool]:
+    """Per synchronising call that blocked, the GPU work it waited for (note 3); whether the trace has
+    sync events, and synchronising calls. The calls: runtime and driver calls named *Synchronize or
+    *Memcpy*, and those a sync event was recorded for (cudaEventQuery's Event Sync)."""
     corr = events["correlation"].to_numpy()
     stream = events["stream"].to_numpy()
     syncs = np.flatnonzero((events["cat"] == SYNC_CATEGORY).to_numpy() & (corr >= 0))
+    runtime = np.isin(events["kind"].to_numpy(), LAUNCH_KINDS)
+    calls = np.flatnonzero(runtime & (name_mask(events["name"], _is_sync_call) | np.isin(corr, corr[syncs])))
     sync_row = _by_correlation(syncs, corr, corr[calls])
     own_row = _by_correlation(work, corr, corr[calls])
     names = events["name"].to_numpy()
@@ -189,7 +195,7 @@ def _waited(events: pd.DataFrame, ts: np.ndarray, end: np.ndarray, work: np.ndar
     blocking = (waited >= 0) & (end[np.maximum(waited, 0)] > ts[calls])
     found = {int(c): (int(w), int(s), bool(x)) for c, w, s, x, b in
              zip(calls, waited, sync_row, exact, blocking) if b}
-    return found, len(syncs) > 0
+    return found, len(syncs) > 0, len(calls) > 0
 
 
 def _threads(events: pd.DataFrame, ts: np.ndarray, end: np.ndarray, thread_of: np.ndarray,
@@ -230,8 +236,7 @@ def build_graph(events: pd.DataFrame) -> Graph:
     thread_of = _thread_numbers(events)
     host = np.isin(kind, (Kind.CPU_OP, Kind.USER_ANNOTATION, *LAUNCH_KINDS))
     thread_of = np.where(host, thread_of, -1)
-    calls = np.flatnonzero(np.isin(kind, LAUNCH_KINDS) & name_mask(events["name"], _is_sync_call))
-    waited, has_sync_events = _waited(events, ts, end, work, calls)
+    waited, has_sync_events, has_sync_calls = _waited(events, ts, end, work)
     threads = _threads(events, ts, end, thread_of, waited)
     step_rows = np.flatnonzero(np.isin(kind, (Kind.CPU_OP, Kind.USER_ANNOTATION)) & name_mask(
         events["name"], lambda n: n.startswith(STEP_PREFIX)))
@@ -241,7 +246,7 @@ def build_graph(events: pd.DataFrame) -> Graph:
         main = max(threads, key=lambda t: len(threads[t].op_rows), default=-1)
     work_by_end = work[np.argsort(end[work], kind="stable")]
     return Graph(ts, end, pred_kind, pred, comm, thread_of, threads, main, waited,
-                 (work_by_end, end[work_by_end]), has_sync_events, len(calls) > 0)
+                 (work_by_end, end[work_by_end]), has_sync_events, has_sync_calls)
 
 
 class _Walk:

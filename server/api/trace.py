@@ -189,9 +189,9 @@ class CriticalPath(BaseModel):
     total_us: float
     steps: list[str] = Field(description="The trace's steps, to pick another")
     segments: list[PathSegment] = Field(description="In time order; they tile the step")
-    breakdown: dict[str, float] = Field(description="Time per bound (`cpu_us`, `data_loading_us`, `launch_overhead_us`, "
-                                        "`gpu_compute_us`, `communication_us`, `kernel_overhead_us`, `sync_us`); "
-                                        "they sum to total_us")
+    breakdown: dict[str, float] = Field(description="Time per bound (`cpu_us`, `data_loading_us`, "
+                                        "`launch_overhead_us`, `gpu_compute_us`, `communication_us`, "
+                                        "`kernel_overhead_us`, `sync_us`); they sum to total_us")
     approximated: list[str] = Field(description="What the path had to guess (no CUDA sync events, ...); empty: none")
     warnings: list[str]
 
@@ -383,8 +383,9 @@ def _shown_call(worker: str, provider: TraceProvider | None, row: int | None, on
 
 @router.get("/api/trace/critical_path", response_model=CriticalPath)
 def get_critical_path(sel: Selection = Depends(select),
-                      step: str | None = Query(None, max_length=200, description="A step's name, as in /api/trace/lanes' "
-                                               "steps (default: the first)", examples=["2"])) -> dict[str, Any]:
+                      step: str | None = Query(None, max_length=200, examples=["2"], description="A step's "
+                                               "name, as in /api/trace/lanes' steps (default: the first)")
+                      ) -> dict[str, Any]:
     """The chain of host work, launches, GPU work and syncs that sets a step's time, with that time
     by what bound it (CPU, data loading, launch overhead, GPU compute, communication, kernel-to-kernel
     overhead, sync)."""
@@ -401,8 +402,8 @@ def get_critical_path(sel: Selection = Depends(select),
         return critical_path.step_critical_path(events, graph, steps, steps.names.index(name))
 
     path = p.memo(("critical_path", name), compute)
-    segments = [{**{k: v for k, v in s.items() if k != "event_id"}, "id": s["event_id"], **_place(layout, s["event_id"])}
-                for s in path["segments"]]
+    segments = [{**{k: v for k, v in s.items() if k != "event_id"}, "id": s["event_id"],
+                 **_place(layout, s["event_id"])} for s in path["segments"]]
     return {**path, "segments": segments, "steps": steps.names, "warnings": []}
 
 

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from profboard.server.analysis import ranges
-from profboard.server.analysis.critical_path import BOUNDS, NO_SYNC_EVENTS, build_graph, step_critical_path
+from profboard.server.analysis.critical_path import (
+    BOUNDS, EVENT_SYNC, NO_SYNC_EVENTS, build_graph, step_critical_path)
 from profboard.server.analysis.steps import detect_steps
 from profboard.server.trace.schema import DEVICE_KINDS
 from synth import NCCL_ALLREDUCE, Trace, parse
@@ -119,6 +120,23 @@ def test_without_the_sync_event_the_sync_waits_for_the_last_work_on_any_stream()
         ("sync", "sync", 603, 605)]
     assert path["breakdown"] == breakdown(cpu=415, launch_overhead=10, gpu_compute=573, sync=2)
     assert path["approximated"] == [NO_SYNC_EVENTS]
+
+
+def test_an_event_sync_is_a_blocking_call_approximated():
+    # cudaEventQuery, with the Event Sync that enable_cuda_sync_events records for it: which event it
+    # waited for is not read, so the last work to end inside it on any stream is taken (stream 8's).
+    t = sync_step(event=False)
+    t.events = [e for e in t.events if e["name"] != "cudaStreamSynchronize"]
+    corr = t.runtime("cudaEventQuery", 110, 495)
+    t.add({"ph": "X", "cat": "cuda_sync", "name": "Event Sync", "pid": 0, "tid": 7, "ts": 110, "dur": 495,
+           "args": {"cuda_sync_kind": "Event Sync", "wait_on_stream": -1, "wait_on_cuda_event_record_corr_id": -1,
+                    "wait_on_cuda_event_id": 46, "stream": -1, "correlation": corr, "device": 0, "context": 1}})
+    events = parse(t.build()).events
+    [path] = paths_of(events)
+    gpu, sync = shape(events, path)[2:4]
+    assert gpu[:4] == ("gpu", "gpu_compute", 30, 603)
+    assert sync == ("sync", "sync", 603, 605, "cudaEventQuery")
+    assert path["approximated"] == [EVENT_SYNC]
 
 
 def real(name: str, drop_sync_events: bool = False):

@@ -107,8 +107,9 @@ export function drawCriticalPath(ctx, { marks, links }, boxH) {
  */
 export function drawBreakdown(node, path, onStep) {
   const rows = breakdownRows(path);
-  const picker = /** @type {HTMLSelectElement} */ (el("select", { testid: "critical-path-step", attrs: { "aria-label": "Step" } },
-    path.steps.map((s) => el("option", { text: `Step ${s}`, attrs: { value: s } }))));
+  const options = path.steps.map((s) => el("option", { text: `Step ${s}`, attrs: { value: s } }));
+  const picker = /** @type {HTMLSelectElement} */ (
+    el("select", { testid: "critical-path-step", attrs: { "aria-label": "Step" } }, options));
   picker.value = path.step;
   picker.addEventListener("change", () => onStep(picker.value));
   const bar = el("div", { class: "critpath-bar", testid: "critical-path-bar" }, rows.map((r) => {
