@@ -4,11 +4,12 @@ VENV ?= .venv
 PYTHON ?= python3
 PORT ?= 6006
 
-# What serving needs, and nothing of the tests'.
+# What serving needs, and nothing of the tests'. A plain install: an editable one makes setuptools warn
+# about the source folders (make test installs profboard editable, for the tests).
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e .
+	$(VENV)/bin/pip install -q .
 	touch $@
 
 # The collectors' tests run workloads on the CPU. Pinned: this version's CPU build is what the
