@@ -50,7 +50,9 @@ def shots() -> Path:
 def api(server: str):
     """GET a JSON path of the server: `api("/api/overview?run=...")`."""
     def get(path: str) -> dict:
-        with urllib.request.urlopen(server + path, timeout=10) as response:
+        # A run's first Distributed answer may wait for its ranks' summaries while the session's server
+        # still loads the big shared fixtures on two cores: 10 s was once too short in CI.
+        with urllib.request.urlopen(server + path, timeout=60) as response:
             return json.load(response)
     return get
 
