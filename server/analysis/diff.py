@@ -43,13 +43,11 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from ..trace.schema import Kind
 from ..trace.tables import TraceTables
 from .kernels import kernel_rows
 from .memory import devices
 from .memory_curve import curve
-from .names import name_mask
-from .operators import is_operator_name, shape_text
+from .operators import operator_nodes, shape_text
 from .optree import OpTree
 from .records import clean, clean_row
 from .steps import host_steps
@@ -122,12 +120,9 @@ def _within(ts: np.ndarray, lo: float, hi: float) -> np.ndarray:
 
 def _operator_calls(events: pd.DataFrame, tree: OpTree, lo: float, hi: float, group_by: Grouping) -> pd.DataFrame:
     """One row per operator call within [lo, hi) (the operator view's calls: see operators.py)."""
-    rows = tree.rows
-    names = events["name"].iloc[rows]
-    keep = ((events["kind"].to_numpy()[rows] == Kind.CPU_OP) & ~tree.merged & name_mask(names, is_operator_name)
-            & _within(events["ts"].to_numpy()[rows], lo, hi))
-    nodes = np.flatnonzero(keep)
-    picked = rows[nodes]
+    nodes = operator_nodes(events, tree)
+    nodes = nodes[_within(events["ts"].to_numpy()[tree.rows[nodes]], lo, hi)]
+    picked = tree.rows[nodes]
     frame = pd.DataFrame({
         "name": events["name"].array[picked],
         "calls": 1,

@@ -61,13 +61,19 @@ def _shapes(column: pd.Series) -> pd.Categorical:
     return pd.Categorical(texts[np.where(codes >= 0, codes, len(texts) - 1)])
 
 
-def op_instances(events: pd.DataFrame, tree: OpTree) -> tuple[pd.DataFrame, Stacks]:
-    """One row per operator call with its times, input shape and call-stack id."""
+def operator_nodes(events: pd.DataFrame, tree: OpTree) -> np.ndarray:
+    """The tree's nodes that are operator calls (the Operator view's rows): CPU ops named as operators,
+    not merged into a parent."""
     rows = tree.rows
     names = events["name"].iloc[rows]
-    keep = (events["kind"].to_numpy()[rows] == Kind.CPU_OP) & ~tree.merged & name_mask(names, is_operator_name)
-    nodes = np.flatnonzero(keep)
-    picked = rows[nodes]
+    return np.flatnonzero((events["kind"].to_numpy()[rows] == Kind.CPU_OP) & ~tree.merged
+                          & name_mask(names, is_operator_name))
+
+
+def op_instances(events: pd.DataFrame, tree: OpTree) -> tuple[pd.DataFrame, Stacks]:
+    """One row per operator call with its times, input shape and call-stack id."""
+    nodes = operator_nodes(events, tree)
+    picked = tree.rows[nodes]
     stacks = op_stacks(events, picked)
     frame = pd.DataFrame({
         "name": events["name"].array[picked],
