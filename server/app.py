@@ -48,8 +48,9 @@ def _needs_views(path: str) -> bool:
 class _Views:
     """The views' routers, included in the app when first needed rather than when it is built: their
     slices take a quarter of a second to import (server/api/__init__.py), which the server's start and
-    /api/runs need not wait for. A request that may need them includes them first (in a worker thread,
-    so that /api/runs keeps answering meanwhile), and so does the OpenAPI schema."""
+    /api/runs need not wait for. A thread includes them as the server starts; a request that may need
+    them before that is done waits for it (in a worker thread, so that /api/runs keeps answering
+    meanwhile), and so does the OpenAPI schema."""
 
     def __init__(self, app: FastAPI) -> None:
         self._app = app
