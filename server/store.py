@@ -43,6 +43,7 @@ from .budget import Budget
 from .loaders import Loaders, end_loader, load_in_loader, submit
 from .logdir import Run, TraceFile, discover, display_url, is_remote, readable
 from .settings import Settings
+from .trace.keys import entry_key
 from .trace.mirror import local_stores
 
 if TYPE_CHECKING:
@@ -251,13 +252,17 @@ class TraceStore:
 
     def _open_now(self, fs: FileState) -> None:
         f = fs.file
+        key = entry_key(f.path, f.size, f.mtime)
+        if self._shared is None and not os.path.lexists(os.path.join(self._stores[0], key)):
+            # Nothing stored: load it. Opening would import the analyses, which the server's own first
+            # answers (a big logdir's run list) need not share the process with.
+            self._submit(fs, None)
+            return
         from .derived import current_items, load_items
-        from .trace.entry import entry_key
         from .trace.shared import open_entry_from
 
         try:
-            entry = open_entry_from(self._stores[0], entry_key(f.path, f.size, f.mtime), self._shared, f.path,
-                                    check=False)
+            entry = open_entry_from(self._stores[0], key, self._shared, f.path, check=False)
             current = current_items(entry, f.worker) if entry is not None else set()
         except Exception:  # never leave the file waiting: an error in a thread pool's task goes unseen
             log.exception("cannot open the store entry of %s; loading it", f.path)

@@ -5,8 +5,8 @@ back memory-mapped, so that a stored trace opens in milliseconds and its memory 
 
 The store is a folder (`--cache-dir`; with `--no-cache`, a private temporary folder the server
 deletes at exit). It holds one entry per version of a trace file, a folder named by a hash of the
-trace's path, size and modification time, the tables' version (tables.TABLES_VERSION) and this
-layout's (ENTRY_LAYOUT): a changed file or a new parser never meets a stale entry.
+trace's path, size and modification time, the tables' version and this layout's (keys.py): a
+changed file or a new parser never meets a stale entry.
 
     <store>/<key>/
       meta.json                        the document's metadata, the warnings, row counts, each table
@@ -66,7 +66,6 @@ the bytes as it writes them: it never reads its files back.
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import mmap
 import os
@@ -88,13 +87,9 @@ import pyarrow as pa
 
 from . import codec
 from .decode import decode_trace
-from .tables import TABLES_VERSION, TraceTables, build_tables
+from .tables import TraceTables, build_tables
 
 log = logging.getLogger("profboard")
-
-# Bump when the files of an entry or meta.json change shape; it keys the entry, so older
-# entries are never read.
-ENTRY_LAYOUT = 3
 
 TABLES = ("events", "memory", "flows", "counters")
 _META = "meta.json"
@@ -324,13 +319,6 @@ def _unlink(path: str) -> None:
         os.unlink(path)
     except OSError:
         pass
-
-
-def entry_key(path: str, size: int, mtime: float) -> str:
-    """Identity of one version of one trace file under the current tables and entry layout."""
-    text = f"{TABLES_VERSION}\0{ENTRY_LAYOUT}\0{path}\0{size}\0{mtime!r}"
-    # surrogateescape: a path whose bytes are not UTF-8 (Python keeps them as lone surrogates)
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
 def open_entry(store: str, key: str, trace: str = "", check: bool = True) -> Entry | None:

@@ -6,7 +6,8 @@ import logging
 import threading
 from typing import Callable
 
-from .entry import Entry, entry_key, write_entry
+from .entry import Entry, write_entry
+from .keys import entry_key
 from .parallel import Helpers
 from .parse import parse_raw_trace, parse_trace_bytes, parse_trace_file  # noqa: F401 (parse_trace_bytes: its old home)
 from .read import DEFAULT_MAX_BYTES, open_trace_file, read_trace_bytes

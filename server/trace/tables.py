@@ -29,8 +29,7 @@ from .decode import DecodedEvents, DecodedTrace
 from .parallel import Helpers, read_pieces
 from .schema import kind_of_category
 
-# Bump when the tables' content or layout changes: it keys the on-disk cache.
-TABLES_VERSION = 4
+# TABLES_VERSION (keys.py) is bumped when the tables' content or layout changes: it keys the store.
 
 
 @dataclass

@@ -173,7 +173,7 @@ def test_the_server_and_summary_never_import_dask():
 
 def test_a_damaged_shared_entry_is_checked_and_the_trace_parsed_again(s3, tmp_path, caplog):
     from profboard.server.index import traces
-    from profboard.server.trace.entry import entry_key
+    from profboard.server.trace.keys import entry_key
     from profboard.server.trace.load import store_trace
 
     logdir = tmp_path / "logs"

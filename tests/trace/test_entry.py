@@ -19,7 +19,8 @@ import pytest
 
 from profboard.server.analysis.overview import overview
 from profboard.server.trace import load as load_module
-from profboard.server.trace.entry import STALE_S, entry_key, sweep, write_entry
+from profboard.server.trace.entry import STALE_S, sweep, write_entry
+from profboard.server.trace.keys import entry_key
 from profboard.server.trace.load import load_trace
 from profboard.server.trace.tables import TraceTables
 from synth import Trace, to_bytes, write_trace
