@@ -23,6 +23,7 @@ import pytest
 from fastapi.routing import APIRoute
 
 from profboard.server.api import SLICES
+from profboard.server.api.runs import Runs
 from profboard.server.cli import main as cli_main
 from synth import legacy_training, write_trace
 
@@ -147,6 +148,13 @@ def test_good_runs_are_ready_with_the_overview(api):
         assert run["views"][0] == "overview" and set(run["views"]) <= registered, run
         assert all(f["status"] == "ready" for f in run["files"]), run
         assert set(run["spans"]) == set(run["workers"])
+
+
+def test_the_run_list_is_the_documented_shape(api):
+    # /api/runs is encoded by hand (server/api/runs.py): it must stay what its model documents.
+    answer = api.get("/api/runs").json()
+    assert Runs.model_validate(answer).model_dump() == answer
+    assert any(run["files"] and run["views"] for run in answer["runs"])
 
 
 def test_workers_and_spans_come_from_file_names(api):
