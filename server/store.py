@@ -168,10 +168,13 @@ class TraceStore:
             fs = self._tasks.get(task)
             if fs is None:
                 continue
-            if isinstance(value, float):
-                fs.progress = value
-            else:
-                self._loader_event(fs, value)
+            try:
+                if isinstance(value, float):
+                    fs.progress = value
+                else:
+                    self._loader_event(fs, value)
+            except Exception:  # this thread ending would leave every later load unheard, loading forever
+                log.exception("cannot take the loader's news of %s", fs.file.path)
 
     def _loader_event(self, fs: FileState, event: tuple) -> None:
         """What derived.derive tells as a loader computes a trace's items (the entry joins "ready")."""
