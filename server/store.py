@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from .analyses import import_analyses
 from .budget import Budget
 from .loaders import Loaders, end_loader, load_in_loader, submit
 from .logdir import Run, TraceFile, discover, display_url, is_remote, readable
@@ -93,6 +94,9 @@ class TraceStore:
         self._loaders = loaders or Loaders(settings.load_workers)
         self._pool = self._loaders.pool
         self._tasks: dict[int, FileState] = {}
+        # Held while a load's news is taken (_loader_event) and while its end is (_finish): the two come
+        # from different threads, and news taken after the end is dropped.
+        self._news_lock = threading.RLock()
         self._task_ids = itertools.count()
         self._stop = threading.Event()
         # Loads wait here for a free loader, not in the pool, whose queue is first come, first served: a
@@ -121,7 +125,10 @@ class TraceStore:
         threading.Thread(target=self._drain_progress, name="profboard-progress", daemon=True).start()
         threading.Thread(target=self._release_idle, name="profboard-idle", daemon=True).start()
         if self.settings.cache_dir:
-            threading.Thread(target=_sweep, args=(self._stores[0],), name="profboard-sweep", daemon=True).start()
+            # Housekeeping, a few seconds after the start rather than beside the first answers.
+            sweeper = threading.Timer(SWEEP_AFTER_S, _sweep, args=(self._stores[0],))
+            sweeper.daemon = True
+            sweeper.start()
         # A remote store may take minutes to answer or time out (retries, an unreachable
         # endpoint): the server starts at once and the watcher makes the first scan.
         remote = is_remote(self.settings.logdir)
@@ -172,16 +179,21 @@ class TraceStore:
                 if isinstance(value, float):
                     fs.progress = value
                 else:
-                    self._loader_event(fs, value)
+                    self._loader_event(task, fs, value)
             except Exception:  # this thread ending would leave every later load unheard, loading forever
                 log.exception("cannot take the loader's news of %s", fs.file.path)
 
-    def _loader_event(self, fs: FileState, event: tuple) -> None:
-        """What derived.derive tells as a loader computes a trace's items (the entry joins "ready")."""
-        if event[0] == "ready":
-            self._ready(fs, event[1]).loader_started(event[2])
-        elif fs.provider is not None and event[0] == "stored":
-            fs.provider.loader_stored(*event[1:])
+    def _loader_event(self, task: int, fs: FileState, event: tuple) -> None:
+        """What derived.derive tells as a loader computes a trace's items (the entry joins "ready").
+        News that comes after the load's end (_finish, in another thread) is old: told then, a trace
+        would wait for a loader that is gone, and its requests with it."""
+        with self._news_lock:
+            if task not in self._tasks:
+                return
+            if event[0] == "ready":
+                self._ready(fs, event[1]).loader_started(event[2])
+            elif fs.provider is not None and event[0] == "stored":
+                fs.provider.loader_stored(*event[1:])
 
     def _release_idle(self) -> None:
         """Traces nobody asked for a while let their mapped pages go (provider.release_if_idle)."""
@@ -261,6 +273,7 @@ class TraceStore:
             # answers (a big logdir's run list) need not share the process with.
             self._submit(fs, None)
             return
+        import_analyses()
         from .derived import current_items, load_items
         from .trace.shared import open_entry_from
 
@@ -279,6 +292,7 @@ class TraceStore:
 
     def _ready(self, fs: FileState, entry: Entry) -> TraceProvider:
         """The file is served from `entry` (its provider made once)."""
+        import_analyses()
         from .provider import TraceProvider
 
         if fs.provider is None:
@@ -369,6 +383,11 @@ class TraceStore:
                 self._pool = self._loaders.new_pool()
 
     def _finish(self, task: int, future: Future) -> None:
+        with self._news_lock:
+            self._finish_task(task, future)
+
+    def _finish_task(self, task: int, future: Future) -> None:
+        import_analyses()
         from .trace.decode import TraceFormatError
 
         fs = self._tasks.pop(task, None)
@@ -454,6 +473,7 @@ def _scratch_store() -> str:
 
 
 def _sweep(store: str) -> None:
+    import_analyses()
     from .trace.entry import sweep
 
     swept = sweep(store)
@@ -476,5 +496,7 @@ def _alive(pid: int) -> bool:
 OPENERS = 8
 # Seconds loaders idle before they leave (TraceStore._retire_loaders).
 LOADERS_IDLE_S = 10.0
+# Seconds after the start at which the store is swept of what writers killed mid-write left there.
+SWEEP_AFTER_S = 5.0
 # How long close() waits for killed loaders to be reaped.
 _LOADER_EXIT_S = 1.0
