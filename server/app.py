@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import __version__
+from .analyses import import_analyses
 from .api import SLICES, runs
 from .api.errors import BadParameter, NotFound, PublicError
 from .auth import TokenAuth
@@ -36,6 +37,10 @@ _WEB = Path(str(resources.files("profboard.web")))
 _PLOTLY_JS = Path(importlib.util.find_spec("plotly").origin).parent / "package_data" / "plotly.min.js"
 
 
+# Seconds after the start at which the views' routers are included if no request came first (_Views).
+VIEWS_AFTER_S = 0.5
+
+
 def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
@@ -48,16 +53,26 @@ def _needs_views(path: str) -> bool:
 class _Views:
     """The views' routers, included in the app when first needed rather than when it is built: their
     slices take a quarter of a second to import (server/api/__init__.py), which the server's start and
-    /api/runs need not wait for. A thread includes them as the server starts; a request that may need
-    them before that is done waits for it (in a worker thread, so that /api/runs keeps answering
-    meanwhile), and so does the OpenAPI schema."""
+    /api/runs need not wait for. A thread includes them once the first answer has gone out (most often
+    the run list, which the import beside it slowed by a tenth of a second on two cores), or
+    VIEWS_AFTER_S after the start; a request that may need them before that is done waits for it (in
+    a worker thread, so that /api/runs keeps answering meanwhile), and so does the OpenAPI schema.
+    The import itself is analyses.import_analyses, which the store's threads share."""
 
     def __init__(self, app: FastAPI) -> None:
         self._app = app
         self._lock = threading.Lock()
+        self._started = threading.Event()
         self.included = False
 
+    def include_soon(self) -> None:
+        """Include the routers in a thread of their own, once."""
+        if not self._started.is_set():
+            self._started.set()
+            threading.Thread(target=self.include, name="profboard-views", daemon=True).start()
+
     def include(self) -> None:
+        import_analyses()
         with self._lock:
             if not self.included:
                 for entry in SLICES:
@@ -73,6 +88,8 @@ class _Views:
             if scope["type"] == "http" and not self.included and _needs_views(scope["path"]):
                 await run_in_threadpool(self.include)
             await app(scope, receive, send)
+            if not self.included:
+                self.include_soon()
         return include_first
 
 
@@ -84,12 +101,15 @@ def create_app(settings: Settings, loaders: Loaders | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         store.start()
-        # The views' routers, and the analyses under them, are imported now, beside the first requests:
-        # the first view asked for rarely waits for them.
-        threading.Thread(target=views.include, name="profboard-views", daemon=True).start()
+        # The views' routers, and the analyses under them, are imported soon after, beside the first
+        # requests: the first view asked for rarely waits for them.
+        soon = threading.Timer(VIEWS_AFTER_S, views.include_soon)
+        soon.daemon = True
+        soon.start()
         try:
             yield
         finally:
+            soon.cancel()
             store.close()
 
     app = FastAPI(title="profboard", version=__version__, lifespan=lifespan,
