@@ -426,3 +426,32 @@ def test_a_request_waits_for_the_item_the_loader_computes_next(tmp_path):
     provider.loader_stored("layout", file, entry.checked[file], ())
     asker.join(5)
     assert_identical(got[0], loader.values["layout"])
+
+
+@pytest.mark.parametrize("end_first", [True, False])
+def test_a_loads_news_taken_after_its_end_leaves_nobody_waiting(tmp_path, end_first):
+    """The loader's news (server/store.py _drain_progress) and the load's end (the pool's callback) come
+    from two threads: news taken after the end must not mark the trace as waiting for its loader."""
+    from profboard.server.logdir import TraceFile
+    from profboard.server.settings import Settings
+    from profboard.server.store import FileState, TraceStore
+
+    entry, _ = stored_trace(TRANSFORMER, tmp_path / "store")
+    st = TRANSFORMER.stat()
+    fs = FileState(TraceFile(str(TRANSFORMER), st.st_size, st.st_mtime, "worker0", None))
+    store = TraceStore(Settings(logdir=str(tmp_path), cache_dir=str(tmp_path / "store")))
+    try:
+        store._tasks[7] = fs
+        ended: Future = Future()
+        ended.set_result(entry)
+        news = ("ready", entry, ("steps", "breakdown"))
+        if end_first:
+            store._finish(7, ended)
+            store._loader_event(7, fs, news)
+        else:
+            store._loader_event(7, fs, news)
+            assert fs.provider._loader_active  # under way: requests for its items wait for it
+            store._finish(7, ended)
+        assert fs.status == "ready" and not fs.provider._loader_active
+    finally:
+        store.close()
