@@ -52,8 +52,9 @@ if TYPE_CHECKING:
     from .trace.entry import Entry
 
 # What opening, serving and loading a trace need (pandas, Arrow, the analyses: about half a second) is
-# imported where first used, by the threads that open entries and take loaders' answers, never at the
-# top: a fresh server lists the logdir's runs before any of it is loaded (issue 15). The loaders' side
+# imported where first used, by the threads that open entries and take loaders' answers (through
+# analyses.import_analyses, one thread at a time), never at the top: a fresh server lists the logdir's
+# runs before any of it is loaded (issue 15). The loaders' side
 # is server/loading.py.
 
 log = logging.getLogger("profboard")
