@@ -20,7 +20,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import __version__
-from .analyses import import_analyses
 from .api import SLICES, runs
 from .api.errors import BadParameter, NotFound, PublicError
 from .auth import TokenAuth
@@ -56,8 +55,7 @@ class _Views:
     /api/runs need not wait for. A thread includes them once the first answer has gone out (most often
     the run list, which the import beside it slowed by a tenth of a second on two cores), or
     VIEWS_AFTER_S after the start; a request that may need them before that is done waits for it (in
-    a worker thread, so that /api/runs keeps answering meanwhile), and so does the OpenAPI schema.
-    The import itself is analyses.import_analyses, which the store's threads share."""
+    a worker thread, so that /api/runs keeps answering meanwhile), and so does the OpenAPI schema."""
 
     def __init__(self, app: FastAPI) -> None:
         self._app = app
@@ -72,7 +70,6 @@ class _Views:
             threading.Thread(target=self.include, name="profboard-views", daemon=True).start()
 
     def include(self) -> None:
-        import_analyses()
         with self._lock:
             if not self.included:
                 for entry in SLICES:

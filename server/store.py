@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from .analyses import import_analyses
 from .budget import Budget
 from .loaders import Loaders, end_loader, load_in_loader, submit
 from .logdir import Run, TraceFile, discover, display_url, is_remote, readable
@@ -52,9 +51,8 @@ if TYPE_CHECKING:
     from .trace.entry import Entry
 
 # What opening, serving and loading a trace need (pandas, Arrow, the analyses: about half a second) is
-# imported where first used, by the threads that open entries and take loaders' answers (through
-# analyses.import_analyses, one thread at a time), never at the top: a fresh server lists the logdir's
-# runs before any of it is loaded (issue 15). The loaders' side
+# imported where first used, by the threads that open entries and take loaders' answers, never at the
+# top: a fresh server lists the logdir's runs before any of it is loaded (issue 15). The loaders' side
 # is server/loading.py.
 
 log = logging.getLogger("profboard")
@@ -274,7 +272,6 @@ class TraceStore:
             # answers (a big logdir's run list) need not share the process with.
             self._submit(fs, None)
             return
-        import_analyses()
         from .derived import current_items, load_items
         from .trace.shared import open_entry_from
 
@@ -293,7 +290,6 @@ class TraceStore:
 
     def _ready(self, fs: FileState, entry: Entry) -> TraceProvider:
         """The file is served from `entry` (its provider made once)."""
-        import_analyses()
         from .provider import TraceProvider
 
         if fs.provider is None:
@@ -388,7 +384,6 @@ class TraceStore:
             self._finish_task(task, future)
 
     def _finish_task(self, task: int, future: Future) -> None:
-        import_analyses()
         from .trace.decode import TraceFormatError
 
         fs = self._tasks.pop(task, None)
@@ -474,7 +469,6 @@ def _scratch_store() -> str:
 
 
 def _sweep(store: str) -> None:
-    import_analyses()
     from .trace.entry import sweep
 
     swept = sweep(store)
