@@ -72,10 +72,7 @@ def _merged_codes(parts: list[Encoded | Absent], key: str) -> tuple[np.ndarray, 
     values turned into text as TEXT_OF says for `key` (values of one text become one)."""
     parts = [absent_texts(p.n) if isinstance(p, Absent) else p for p in parts]
     values: list[Any] = [v for part in parts for v in part.values]
-    text_of = TEXT_OF.get(key)
-    if text_of is not None:
-        values = list(map(text_of, values))
-    merged = encode(values, len(values))
+    merged = _distinct_texts(values, TEXT_OF.get(key))
     codes = np.empty(sum(len(p.codes) for p in parts), dtype=np.int32)
     start = offset = 0
     # One extra entry, -1, that absent codes (-1) index.
@@ -86,6 +83,24 @@ def _merged_codes(parts: list[Encoded | Absent], key: str) -> tuple[np.ndarray, 
         start += len(part.codes)
         offset += len(part.values)
     return codes, np.array(merged.values, dtype=object)
+
+
+def _distinct_texts(values: list[Any], text_of: Callable[[Any], str] | None) -> Encoded:
+    """`values` numbered by their text (`text_of`'s, or their own), distinct texts in order of first
+    appearance. Ids (flow ids, pids) are mostly ints, distinct in each piece: their text is the same one
+    to one, so ints are numbered as numbers and only the distinct ones made text (a flow id column of
+    420,000 values took 0.45 s through str and a dict, on the machine measured)."""
+    if text_of is str and len(values) > 1000 and all(type(v) is int for v in values):
+        try:
+            numbers = np.array(values, dtype=np.int64)
+        except OverflowError:  # beyond 64 bits: as texts below
+            pass
+        else:
+            codes, distinct = pd.factorize(numbers)
+            return Encoded(codes.astype(np.int32), list(map(str, distinct.tolist())))
+    if text_of is not None:
+        values = list(map(text_of, values))
+    return encode(values, len(values))
 
 
 def _by_first_appearance(codes: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
