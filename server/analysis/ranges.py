@@ -58,6 +58,21 @@ def clip_total(ranges: RangeSet, lo: float, hi: float) -> float:
     return float(np.sum(np.clip(np.minimum(ends, hi) - np.maximum(starts, lo), 0.0, None)))
 
 
+def _ranks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values, sorted (np.unique's: NaN once, last), and each value's index among them."""
+    # A stable argsort merges sorted runs (the range sets' bounds) in a pass: 20x faster than np.unique's sort.
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    new = np.empty(len(ordered), dtype=bool)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    if len(ordered) and np.isnan(ordered[-1]):
+        new[np.searchsorted(ordered, ordered[-1]) + 1:] = False
+    rank = np.empty(len(values), dtype=np.int64)
+    rank[order] = np.cumsum(new) - 1
+    return ordered[new], rank
+
+
 def assign_by_priority(layers: list[RangeSet], windows: RangeSet | tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """Split each window's time among prioritised layers; the rest of the window is "other".
 
@@ -70,26 +85,29 @@ def assign_by_priority(layers: list[RangeSet], windows: RangeSet | tuple[np.ndar
     out = np.zeros((len(w_start), n_layers + 1))
     if len(w_start) == 0:
         return out
-    points = np.unique(np.concatenate([w_start, w_end] + [a for layer in layers for a in layer]))
+    bounds = [w_start, w_end] + [a for layer in layers for a in layer]
+    points, rank = _ranks(np.concatenate(bounds))
+    # Each bound's position among the points (a bound is a point: np.searchsorted's answer).
+    at_bound = np.split(rank, np.cumsum([len(a) for a in bounds])[:-1])
     seg_len = np.diff(points)
     mids = points[:-1] + seg_len / 2
     # A segment goes to the first layer covering its midpoint. Every layer's bounds are points, so a
-    # layer covers the midpoint when it covers the last point at or before it (between adjacent
-    # floats the midpoint rounds to either end of the segment): when more of its ranges start than
-    # end up to that point. Counting so costs a pass over the points, not a search per layer.
-    at = np.searchsorted(points, mids, side="right")  # 1 + that point's position
-    owner = np.full(len(mids), n_layers, dtype=np.int64)
+    # layer covers the midpoint when it covers the last point at or before it: the segment's start, or
+    # its end where the midpoint rounds to it (adjacent floats; a NaN midpoint sorts after every point).
+    last = np.arange(len(mids)) + (mids >= points[1:])
+    last[np.isnan(mids)] = len(points) - 1
+    owner = np.full(len(mids), n_layers, dtype=np.int8)
     for k in range(n_layers - 1, -1, -1):
-        starts, ends = layers[k]
-        opened = np.bincount(np.searchsorted(points, starts) + 1, minlength=len(points) + 1)
-        closed = np.bincount(np.searchsorted(points, ends) + 1, minlength=len(points) + 1)
-        owner[(np.cumsum(opened) - np.cumsum(closed))[at] > 0] = k
-    # Per layer, cumulative time over segments: a window's share is a difference of two cumsums.
-    lo = np.searchsorted(points, w_start)
-    hi = np.searchsorted(points, w_end)
+        # How many of the layer's ranges hold each point: a pass over the points, not a search per layer.
+        depth = np.cumsum(np.bincount(at_bound[2 + 2 * k], minlength=len(points))
+                          - np.bincount(at_bound[3 + 2 * k], minlength=len(points)))
+        owner[depth[last] > 0] = k
+    # Per layer, cumulative time over its segments: a window's share is a difference of two cumsums.
+    lo, hi = at_bound[0], at_bound[1]
     for k in range(n_layers + 1):
-        cum = np.concatenate([[0.0], np.cumsum(np.where(owner == k, seg_len, 0.0))])
-        out[:, k] = cum[hi] - cum[lo]
+        mine = np.flatnonzero(owner == k)
+        cum = np.concatenate([[0.0], np.cumsum(seg_len[mine])])
+        out[:, k] = cum[np.searchsorted(mine, hi)] - cum[np.searchsorted(mine, lo)]
     return out
 
 
