@@ -19,6 +19,12 @@ def name_mask(names: pd.Series, predicate: Callable[[str], bool]) -> np.ndarray:
     return np.where(codes >= 0, flags[np.maximum(codes, 0)], False)
 
 
+def names_at(names: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """The names at `rows` of a categorical name column (NaN where absent), as an object array;
+    the column's own to_numpy() would first make an object per row of the trace."""
+    return np.asarray(names.array[rows], dtype=object)
+
+
 class BadPattern(ValueError):
     """A regular expression that RE2 cannot compile; the message says why."""
 

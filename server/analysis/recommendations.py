@@ -20,9 +20,9 @@ own, `included_in` (that finding's id).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import pandas as pd
 
@@ -32,9 +32,10 @@ from .launch import launch_overhead
 from .idle import Gaps
 from .optree import OpTree, build_op_tree
 from .savings import Saving, by_saving, gpu_gaps, main_gpu, mark_included
-from .steps import Steps
+from .steps import Steps, host_steps
 
 Finding = dict[str, Any]
+T = TypeVar("T")
 
 
 @dataclass
@@ -47,10 +48,23 @@ class Context:
     breakdown: pd.DataFrame  # overview.step_breakdown: per step, time per category
     gpus: list[dict[str, Any]]  # overview.gpu_summary
     tree_of: Callable[[], OpTree] | None = None
+    _once: dict[Callable[[Context], Any], Any] = field(default_factory=dict, init=False, repr=False)
+
+    def once(self, analysis: Callable[[Context], T]) -> T:
+        """`analysis(self)`, computed on first use: a rule module's intermediate that several of its
+        rules read (each took its share of a big trace's overview)."""
+        if analysis not in self._once:
+            self._once[analysis] = analysis(self)
+        return self._once[analysis]
 
     @cached_property
     def tree(self) -> OpTree:
         return self.tree_of() if self.tree_of is not None else build_op_tree(self.tables.events)
+
+    @cached_property
+    def host_steps(self) -> pd.DataFrame:
+        """steps.host_steps: the ProfilerStep ranges as the host recorded them."""
+        return host_steps(self.tables.events)
 
     @cached_property
     def step_time_us(self) -> float:

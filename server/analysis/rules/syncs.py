@@ -45,9 +45,8 @@ from ...trace.schema import LAUNCH_KINDS, Kind
 from .. import ranges
 from ..callstacks import op_stacks, user_frame
 from ..categories import is_dataloader_name
-from ..names import name_mask
+from ..names import name_mask, names_at
 from ..optree import climb
-from ..steps import host_steps
 from ..recommendations import Context, Finding, finding
 from ..savings import BANDS, Saving, idle_caused, saving
 
@@ -74,7 +73,7 @@ class _Calls:
 
 def _step_index(ctx: Context, ts: np.ndarray) -> np.ndarray:
     """Per time: index into ctx.steps of the host step holding it, -1 for none (see note 1)."""
-    found = host_steps(ctx.tables.events)
+    found = ctx.host_steps
     if len(found):
         position = {name: i for i, name in enumerate(ctx.steps.names)}
         index = np.array([position.get(name, -1) for name in found["name"]], dtype=np.int64)
@@ -88,7 +87,12 @@ def _step_index(ctx: Context, ts: np.ndarray) -> np.ndarray:
 
 def _node_flags(ctx: Context, predicate) -> np.ndarray:
     """Per tree node: the predicate on its name."""
-    return name_mask(ctx.tables.events["name"].iloc[ctx.tree.rows], predicate)
+    return name_mask(ctx.tables.events["name"], predicate)[ctx.tree.rows]
+
+
+def _compiling(ctx: Context) -> np.ndarray:
+    """Per tree node: whether it is a range torch.compile compiles in (note 2)."""
+    return _node_flags(ctx, lambda n: n.endswith(_COMPILING))
 
 
 def _runtime_calls(ctx: Context, rows: np.ndarray) -> _Calls:
@@ -96,15 +100,20 @@ def _runtime_calls(ctx: Context, rows: np.ndarray) -> _Calls:
     events, tree = ctx.tables.events, ctx.tree
     node = tree.launcher[rows]
     step = _step_index(ctx, events["ts"].to_numpy()[rows])
-    compiling = tree.ancestors_or_self(node, _node_flags(ctx, lambda n: n.endswith(_COMPILING)))
+    compiling = tree.ancestors_or_self(node, ctx.once(_compiling))
     keep = (node >= 0) & (step >= 0) & ~compiling
     return _Calls(rows[keep], step[keep], node[keep])
 
 
+def _runtime_rows(ctx: Context) -> np.ndarray:
+    """Rows of the runtime and driver calls."""
+    return np.flatnonzero(np.isin(ctx.tables.events["kind"].to_numpy(), LAUNCH_KINDS))
+
+
 def _launch_rows(ctx: Context, names: frozenset[str]) -> np.ndarray:
-    events = ctx.tables.events
-    launch = np.isin(events["kind"].to_numpy(), LAUNCH_KINDS)
-    return np.flatnonzero(launch & name_mask(events["name"], lambda n: n in names))
+    """Rows of the runtime and driver calls named one of `names`."""
+    rows = ctx.once(_runtime_rows)
+    return rows[name_mask(ctx.tables.events["name"].iloc[rows], lambda n: n in names)]
 
 
 def _launched(ctx: Context, rows: np.ndarray, kind: Kind) -> np.ndarray:
@@ -120,8 +129,8 @@ def _launched(ctx: Context, rows: np.ndarray, kind: Kind) -> np.ndarray:
 def _copy_names(ctx: Context, rows: np.ndarray) -> np.ndarray:
     """Per runtime call at `rows`: the name of the memcpy it launched ('' if none)."""
     found = _launched(ctx, rows, Kind.MEMCPY)
-    names = ctx.tables.events["name"].to_numpy()
-    return np.array([str(names[r]) if r >= 0 else "" for r in found], dtype=object)
+    names = names_at(ctx.tables.events["name"], np.maximum(found, 0))
+    return np.array([str(n) if r >= 0 else "" for r, n in zip(found, names)], dtype=object)
 
 
 def _is_h2d(name: str) -> bool:
@@ -149,7 +158,7 @@ def _first_compute_launch(ctx: Context) -> np.ndarray:
 
 def _h2d_copies(ctx: Context) -> tuple[_Calls, np.ndarray, np.ndarray]:
     """Copy calls inside steps that launched an H2D copy; whether each is in the input pipeline
-    (note 3); and each copy's device-side name."""
+    (note 3); and each copy's device-side name. Both rules read it: ctx.once(_h2d_copies)."""
     events = ctx.tables.events
     rows = _launch_rows(ctx, COPY_CALLS)
     h2d = np.array([_is_h2d(n) for n in _copy_names(ctx, rows)], dtype=bool)
@@ -180,7 +189,7 @@ def _sites(ctx: Context, table: pd.DataFrame) -> list[dict[str, Any]]:
     `table` has one row per occurrence: cause (events row), via (events row), calls, blocked_us."""
     events = ctx.tables.events
     frames = _frames(ctx, table["cause"].to_numpy())
-    table = table.assign(op=events["name"].to_numpy()[table["cause"].to_numpy()].astype(str),
+    table = table.assign(op=names_at(events["name"], table["cause"].to_numpy()).astype(str),
                          frame=[user_frame(frames[int(r)]) or "" for r in table["cause"]])
     out = []
     for (op, frame), group in table.groupby(["op", "frame"], sort=False):
@@ -201,7 +210,7 @@ def _occurrences(ctx: Context, calls: _Calls, extra: dict[str, np.ndarray] | Non
     """One row per launching node: its step, cause, call names and blocked time (call durations)."""
     events = ctx.tables.events
     frame = pd.DataFrame({"node": calls.node, "step": calls.step,
-                          "call": events["name"].to_numpy()[calls.rows].astype(str),
+                          "call": names_at(events["name"], calls.rows).astype(str),
                           "dur": events["dur"].to_numpy()[calls.rows], **(extra or {})})
     grouped = frame.groupby("node", sort=False)
     out = grouped.agg(step=("step", "first"), blocked_us=("dur", "sum"),
@@ -218,7 +227,7 @@ def _per_step(ctx: Context, table: pd.DataFrame, column: str) -> float:
 def _blocking_calls(ctx: Context) -> _Calls:
     """Sync calls and read-back copies made by operators inside steps (notes 1, 2)."""
     rows = _launch_rows(ctx, SYNC_CALLS | COPY_CALLS)
-    names = ctx.tables.events["name"].to_numpy()[rows].astype(str)
+    names = names_at(ctx.tables.events["name"], rows).astype(str)
     reads_back = np.array([_is_d2h(n) for n in _copy_names(ctx, rows)], dtype=bool)
     blocking = np.isin(names, list(SYNC_CALLS)) | reads_back
     return _runtime_calls(ctx, rows[blocking])
@@ -227,7 +236,7 @@ def _blocking_calls(ctx: Context) -> _Calls:
 def _explicit_syncs(ctx: Context) -> pd.DataFrame:
     """`torch.cuda.synchronize()` inside a ProfilerStep: a device sync no operator made."""
     events = ctx.tables.events
-    if not len(host_steps(events)):
+    if not len(ctx.host_steps):
         return pd.DataFrame()
     rows = _launch_rows(ctx, frozenset({"cudaDeviceSynchronize", "hipDeviceSynchronize"}))
     rows = rows[ctx.tree.launcher[rows] < 0]
@@ -247,7 +256,7 @@ def _idle_saving(ctx: Context, rows: np.ndarray, what: str) -> Saving:
 
 def host_device_sync(ctx: Context) -> list[Finding]:
     calls = _blocking_calls(ctx)
-    copies, pipeline, _ = _h2d_copies(ctx)
+    copies, pipeline, _ = ctx.once(_h2d_copies)
     outside = ~np.isin(calls.node, copies.node[pipeline])
     table = _occurrences(ctx, _Calls(calls.rows[outside], calls.step[outside], calls.node[outside]))
     explicit = _explicit_syncs(ctx)
@@ -299,7 +308,7 @@ def _in_step_copies(ctx: Context, copies: _Calls, pipeline: np.ndarray) -> tuple
 
 
 def h2d_copy_in_step(ctx: Context) -> list[Finding]:
-    copies, pipeline, copy_names = _h2d_copies(ctx)
+    copies, pipeline, copy_names = ctx.once(_h2d_copies)
     if pipeline.all():
         return []
     both, nbytes = _in_step_copies(ctx, copies, pipeline)
