@@ -112,10 +112,25 @@ def _row(values: np.ndarray, **key: Any) -> dict[str, Any]:
     return clean_row({**key, "idle_us": float(values.sum()), **{f"{c}_us": float(v) for c, v in zip(CAUSES, values)}})
 
 
-def gpu_idle(events: pd.DataFrame, steps: Steps) -> dict[str, Any]:
+def kernel_gaps(events: pd.DataFrame, steps: Steps) -> dict[int, Gaps]:
+    """Per GPU that ran kernels, in device order: the gaps in its kernels over the steps' span
+    (first start to last end), with their causes (the GPU view)."""
+    kernels = np.flatnonzero(events["kind"].to_numpy() == Kind.KERNEL)
+    ts = events["ts"].to_numpy()[kernels]
+    end = ts + events["dur"].to_numpy()[kernels]
+    launch_ts = launch_times(events, kernels)
+    device = device_of_kernels(events[["device", "pid"]].iloc[kernels])
+    out = {}
+    for dev in sorted(set(device.tolist())):
+        mine = device == dev
+        out[int(dev)] = idle_gaps(ts[mine], end[mine], launch_ts[mine], steps.span)
+    return out
+
+
+def gpu_idle(events: pd.DataFrame, steps: Steps, gaps: dict[int, Gaps] | None = None) -> dict[str, Any]:
     """GPU idle time by cause in us: `devices`, each GPU over all steps (first start to last end,
     the Overview's span); `steps`, per step one row per GPU (`stream` None) and per stream;
-    `average`, those rows' means over steps."""
+    `average`, those rows' means over steps. `gaps`: the GPUs' (kernel_gaps'), when the caller has them."""
     kind = events["kind"].to_numpy()
     work = np.flatnonzero(np.isin(kind, DEVICE_KINDS))
     ts = events["ts"].to_numpy()[work]
@@ -123,15 +138,12 @@ def gpu_idle(events: pd.DataFrame, steps: Steps) -> dict[str, Any]:
     launch_ts = launch_times(events, work)
     device = device_of_kernels(events[["device", "pid"]].iloc[work])
     stream = events["stream"].to_numpy()[work]
-    is_kernel = kind[work] == Kind.KERNEL
     lo, hi = steps.span
     windows = (steps.starts, steps.ends)
     devices, per_step = [], []  # per_step: (key, values per step)
-    for dev in sorted(set(device[is_kernel].tolist())):
-        mine = is_kernel & (device == dev)
-        gaps = idle_gaps(ts[mine], end[mine], launch_ts[mine], (lo, hi))
-        devices.append(_row(idle_by_cause(gaps, (np.array([lo]), np.array([hi])))[0], device=int(dev), span_us=hi - lo))
-        per_step.append(({"device": int(dev), "stream": None}, idle_by_cause(gaps, windows)))
+    for dev, dev_gaps in (kernel_gaps(events, steps) if gaps is None else gaps).items():
+        devices.append(_row(idle_by_cause(dev_gaps, (np.array([lo]), np.array([hi])))[0], device=dev, span_us=hi - lo))
+        per_step.append(({"device": dev, "stream": None}, idle_by_cause(dev_gaps, windows)))
     pairs = pd.DataFrame({"device": device, "stream": stream})[stream >= 0].drop_duplicates().sort_values(
         ["device", "stream"])
     for dev, st in pairs.itertuples(index=False):

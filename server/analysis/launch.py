@@ -47,20 +47,19 @@ def launch_calls(events: pd.DataFrame) -> np.ndarray:
     return np.flatnonzero(launch & name_mask(events["name"], _is_launch_name))
 
 
-def _short_kernels(tables: TraceTables, flows: Flows | None) -> pd.DataFrame:
-    """One row per kernel tied to a launch call: kernel row, call row, both durations."""
+def _short_kernels(tables: TraceTables, calls: np.ndarray, flows: Flows | None) -> pd.DataFrame:
+    """One row per kernel tied to a launch call (`calls`: launch_calls'): kernel row, call row, both durations."""
     events = tables.events
     kind = events["kind"].to_numpy()
+    is_call = np.zeros(len(events), dtype=bool)
+    is_call[calls] = True
     if flows is None:
         # Only launch calls and kernels matter here: fwdbwd pairs need operators, so they are not
         # matched (3 s of the Llama trace's overview).
-        wanted = np.zeros(len(events), dtype=bool)
-        wanted[launch_calls(events)] = True
-        wanted |= kind == Kind.KERNEL
-        flows = build_flows(tables, wanted, backward=False)
+        flows = build_flows(tables, is_call | (kind == Kind.KERNEL), backward=False)
     pick = flows.cat == 0
     src, dst = flows.src[pick], flows.dst[pick]
-    keep = (kind[dst] == Kind.KERNEL) & np.isin(src, launch_calls(events))
+    keep = (kind[dst] == Kind.KERNEL) & is_call[src]
     dur = events["dur"].to_numpy()
     # A graph launch queues a graph's kernels at once, one of them or many: only one-by-one launches are
     # compared (a graph that ran a single kernel had counted as one; HTA's test data has 35 such).
@@ -83,7 +82,7 @@ def launch_overhead(tables: TraceTables, steps: Steps | None = None, flows: Flow
     launching = ranges.union(ts[calls], end[calls])
     windows = (steps.starts, steps.ends)
     split = ranges.assign_by_priority([busy, launching], windows)
-    pairs = _short_kernels(tables, flows)
+    pairs = _short_kernels(tables, calls, flows)
     short = pairs[pairs["kernel_us"] < pairs["launch_us"]]
     step_of_pair = step_of(steps, ts[pairs["call"].to_numpy()])
     step_of_short = step_of_pair[(pairs["kernel_us"] < pairs["launch_us"]).to_numpy()]

@@ -38,7 +38,7 @@ from ..trace.tables import TraceTables
 from . import ranges
 from .categories import role_masks
 from .devices import device_of_kernels
-from .idle import gpu_idle
+from .idle import gpu_idle, kernel_gaps
 from .optree import OpTree
 from .recommendations import Context, recommend, recommend_across_ranks
 from .records import clean_row
@@ -167,11 +167,12 @@ def worker_overview(tables: TraceTables, tree_of: Callable[[], OpTree] | None = 
     rows = _step_rows(breakdown, steps)
     average = clean_row({k: float(breakdown[k].mean()) for k in breakdown.columns if k != "step"})
     gpus = gpu_summary(events, steps, tables.metadata.get("deviceProperties") or [])
+    gaps = kernel_gaps(events, steps)
     return {
         "steps": rows,
         "average": average,
         "gpus": gpus,
-        "idle": gpu_idle(events, steps),
-        "recommendations": recommend(Context(tables, steps, breakdown, gpus, tree_of)),
+        "idle": gpu_idle(events, steps, gaps),
+        "recommendations": recommend(Context(tables, steps, breakdown, gpus, tree_of, gaps)),
         "warnings": list(tables.warnings) + steps.warnings,
     }

@@ -29,7 +29,7 @@ import pandas as pd
 from ..trace.tables import TraceTables
 from .compile import compile_breakdown, compiled_regions
 from .launch import launch_overhead
-from .idle import Gaps
+from .idle import Gaps, kernel_gaps
 from .optree import OpTree, build_op_tree
 from .savings import Saving, by_saving, gpu_gaps, main_gpu, mark_included
 from .steps import Steps, host_steps
@@ -48,6 +48,7 @@ class Context:
     breakdown: pd.DataFrame  # overview.step_breakdown: per step, time per category
     gpus: list[dict[str, Any]]  # overview.gpu_summary
     tree_of: Callable[[], OpTree] | None = None
+    kernel_gaps: dict[int, Gaps] | None = None  # idle.kernel_gaps, when the caller has them
     _once: dict[Callable[[Context], Any], Any] = field(default_factory=dict, init=False, repr=False)
 
     def once(self, analysis: Callable[[Context], T]) -> T:
@@ -93,9 +94,17 @@ class Context:
         return main_gpu(self.gpus)
 
     @cached_property
+    def device_gaps(self) -> dict[int, Gaps]:
+        """Each GPU's idle gaps over the steps, with their causes (idle.kernel_gaps)."""
+        return kernel_gaps(self.tables.events, self.steps) if self.kernel_gaps is None else self.kernel_gaps
+
+    @cached_property
     def gaps(self) -> Gaps:
-        """That GPU's idle gaps over the steps, with their causes."""
-        return gpu_gaps(self.tables.events, self.steps, self.gpu)
+        """That GPU's idle gaps over the steps, with their causes (of every kernel when no GPU
+        has a utilization)."""
+        if self.gpu is None:
+            return gpu_gaps(self.tables.events, self.steps)
+        return self.device_gaps[self.gpu]
 
 
 Rule = Callable[[Context], list[Finding]]

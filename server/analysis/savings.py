@@ -41,7 +41,6 @@ import pandas as pd
 
 from ..trace.schema import Kind
 from . import ranges
-from .devices import device_of_kernels
 from .idle import HOST_WAIT, Gaps, launch_times, idle_gaps
 from .steps import Steps
 
@@ -105,11 +104,10 @@ def main_gpu(gpus: list[dict[str, Any]]) -> int | None:
     return max(busy, key=lambda g: g["utilization_ratio"])["device"] if busy else None
 
 
-def gpu_gaps(events: pd.DataFrame, steps: Steps, device: int | None) -> Gaps:
-    """The idle gaps of `device` over the steps' span, with their causes (idle.py's GPU view)."""
+def gpu_gaps(events: pd.DataFrame, steps: Steps) -> Gaps:
+    """The idle gaps in every kernel over the steps' span, with their causes (idle.py's GPU view):
+    the GPU savings are read on when no GPU has a utilization (idle.kernel_gaps has each GPU's)."""
     kernels = np.flatnonzero(events["kind"].to_numpy() == Kind.KERNEL)
-    if device is not None:
-        kernels = kernels[device_of_kernels(events[["device", "pid"]].iloc[kernels]) == device]
     ts = events["ts"].to_numpy()[kernels]
     return idle_gaps(ts, ts + events["dur"].to_numpy()[kernels], launch_times(events, kernels), steps.span)
 

@@ -23,7 +23,7 @@ from ..idle import HOST_WAIT, KERNEL_WAIT, OTHER, idle_by_cause
 from ..launch import is_graph_launch
 from ..names import name_mask
 from ..recommendations import Context, Finding, finding, step_evidence
-from ..savings import BANDS, gpu_gaps, saving
+from ..savings import BANDS, saving
 from .compile import is_compile_dominated
 
 LOW_UTILIZATION = 0.5
@@ -83,8 +83,7 @@ def low_gpu_utilization(ctx: Context) -> list[Finding]:
             per_step = _busy_per_step(ctx, gpu["device"]) / np.where(lengths > 0, lengths, 1)
             evidence += [step_evidence(ctx, int(i), utilization_ratio=round(float(per_step[i]), 6))
                          for i in np.argsort(per_step, kind="stable")[:3]]
-            gaps = ctx.gaps if gpu["device"] == ctx.gpu else gpu_gaps(ctx.tables.events, ctx.steps, gpu["device"])
-            idle = idle_by_cause(gaps, windows).mean(axis=0)
+            idle = idle_by_cause(ctx.device_gaps[gpu["device"]], windows).mean(axis=0)
         found.append(finding(
             "low_gpu_utilization",
             saving(idle[HOST_WAIT] + idle[OTHER], ctx.step_time_us, "GPU idle waiting for the host or other work"),
