@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.schema import HOST_OP_KINDS, LAUNCH_KINDS, Kind
+from .kinds import of_kinds
 from .names import name_mask
 from .steps import STEP_PREFIX
 
@@ -44,7 +45,7 @@ def role_masks(events: pd.DataFrame) -> dict[str, np.ndarray]:
     names = events["name"]
     kernel = kind == Kind.KERNEL
     comm_kernel = kernel & name_mask(names, is_communication_kernel_name)
-    host_op = np.isin(kind, HOST_OP_KINDS)
+    host_op = of_kinds(kind, HOST_OP_KINDS)
     dataloader = host_op & name_mask(names, is_dataloader_name)
     host_collective = host_op & name_mask(names, is_host_collective_name)
     step = host_op & name_mask(names, lambda n: n.startswith(STEP_PREFIX))
@@ -53,7 +54,7 @@ def role_masks(events: pd.DataFrame) -> dict[str, np.ndarray]:
         "memcpy": kind == Kind.MEMCPY,
         "memset": kind == Kind.MEMSET,
         "communication": comm_kernel | host_collective,
-        "runtime": np.isin(kind, LAUNCH_KINDS),
+        "runtime": of_kinds(kind, LAUNCH_KINDS),
         "dataloader": dataloader,
         "cpu_exec": host_op & ~dataloader & ~host_collective & ~step,
     }

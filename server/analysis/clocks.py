@@ -39,6 +39,7 @@ import pandas as pd
 from ..trace.schema import HOST_OP_KINDS, Kind
 from ..trace.tables import TraceTables
 from .categories import is_communication_kernel_name
+from .kinds import of_kinds
 from .names import name_mask
 from .records import clean_row
 from .stragglers import KEY, is_symmetric
@@ -165,7 +166,7 @@ def event_of_call(tables: TraceTables, call: pd.Series, on_gpu: bool) -> int | N
         rows = np.flatnonzero(inside)
         rows = rows[name_mask(events["name"].iloc[rows], is_communication_kernel_name)] if len(rows) else rows
     else:
-        inside = np.isin(kind, HOST_OP_KINDS) & (ts >= call["cpu_ts"]) & (ts < call["cpu_end"])
+        inside = of_kinds(kind, HOST_OP_KINDS) & (ts >= call["cpu_ts"]) & (ts < call["cpu_end"])
         rows = np.flatnonzero(inside)
         names = events["name"].iloc[rows].astype(str).to_numpy() if len(rows) else np.empty(0, dtype=object)
         own = rows[names == call["name"]]

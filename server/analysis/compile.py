@@ -61,6 +61,7 @@ from ..trace.tables import TraceTables
 from . import ranges
 from .callstacks import op_stacks, user_frame
 from .flows import Flows, build_flows
+from .kinds import of_kinds
 from .launch import is_graph_launch
 from .names import name_mask
 from .optree import nest, thread_key
@@ -129,7 +130,7 @@ def has_compiled_code(tables: TraceTables) -> bool:
 
 def _host_rows(events: pd.DataFrame, predicate) -> np.ndarray:
     """Rows of host operators/annotations whose name satisfies `predicate`."""
-    host = np.isin(events["kind"].to_numpy(), HOST_OP_KINDS)
+    host = of_kinds(events["kind"].to_numpy(), HOST_OP_KINDS)
     return np.flatnonzero(host & name_mask(events["name"], predicate))
 
 
@@ -330,7 +331,7 @@ def kernel_mix(tables: TraceTables) -> dict[str, Any]:
                        "time_ratio": float(r["sum"]) / total if total > 0 else None})
             for f, r in table.sort_values("sum", ascending=False).iterrows()]
     triton = families == "triton"
-    launches = events[np.isin(kind, LAUNCH_KINDS) & name_mask(events["name"], lambda n: bool(_LAUNCH.search(n)))]
+    launches = events[of_kinds(kind, LAUNCH_KINDS) & name_mask(events["name"], lambda n: bool(_LAUNCH.search(n)))]
     calls = launches.groupby(launches["name"].astype(str))["dur"].agg(["size", "sum"])
     return {
         "triton": clean_row({"kernels": int(triton.sum()), "total_us": float(dur[triton].sum())}),
@@ -419,7 +420,7 @@ def _inside(events: pd.DataFrame, roots: np.ndarray) -> np.ndarray:
     ts = events["ts"].to_numpy()
     end = ts + events["dur"].to_numpy()
     threads = thread_key(events)
-    host = np.flatnonzero(np.isin(events["kind"].to_numpy(), HOST_OP_KINDS))
+    host = np.flatnonzero(of_kinds(events["kind"].to_numpy(), HOST_OP_KINDS))
     keep = np.zeros(len(host), dtype=bool)
     for thread in np.unique(threads[roots]):
         mine = roots[threads[roots] == thread]

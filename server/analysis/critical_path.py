@@ -39,6 +39,7 @@ import pandas as pd
 from ..trace.schema import DEVICE_KINDS, LAUNCH_KINDS, Kind
 from .categories import is_communication_kernel_name, is_dataloader_name
 from .idle import KERNEL_WAIT_US
+from .kinds import of_kinds
 from .names import name_mask
 from .records import clean_row
 from .steps import STEP_PREFIX, Steps
@@ -139,7 +140,7 @@ def _work_predecessors(events: pd.DataFrame, work: np.ndarray, ts: np.ndarray, e
     # The host call: the earliest runtime or driver call with the work's correlation id.
     corr = events["correlation"].to_numpy()
     kind = events["kind"].to_numpy()
-    calls = np.flatnonzero(np.isin(kind, LAUNCH_KINDS) & (corr >= 0))
+    calls = np.flatnonzero(of_kinds(kind, LAUNCH_KINDS) & (corr >= 0))
     launch = _by_correlation(calls[np.argsort(ts[calls], kind="stable")], corr, corr[rows])
     launch_ts = np.where(launch >= 0, ts[np.maximum(launch, 0)], np.nan)
     # Work of its GPU that ended last before it started, on any stream (for cross-stream waits).
@@ -170,7 +171,7 @@ def _waited(events: pd.DataFrame, ts: np.ndarray, end: np.ndarray, work: np.ndar
     corr = events["correlation"].to_numpy()
     stream = events["stream"].to_numpy()
     syncs = np.flatnonzero((events["cat"] == SYNC_CATEGORY).to_numpy() & (corr >= 0))
-    runtime = np.isin(events["kind"].to_numpy(), LAUNCH_KINDS)
+    runtime = of_kinds(events["kind"].to_numpy(), LAUNCH_KINDS)
     calls = np.flatnonzero(runtime & (name_mask(events["name"], _is_sync_call) | np.isin(corr, corr[syncs])))
     sync_row = _by_correlation(syncs, corr, corr[calls])
     own_row = _by_correlation(work, corr, corr[calls])
@@ -201,7 +202,7 @@ def _waited(events: pd.DataFrame, ts: np.ndarray, end: np.ndarray, work: np.ndar
 def _threads(events: pd.DataFrame, ts: np.ndarray, end: np.ndarray, thread_of: np.ndarray,
              waited: dict[int, tuple[int, int, bool]]) -> dict[int, Thread]:
     kind = events["kind"].to_numpy()
-    op = np.isin(kind, (Kind.CPU_OP, Kind.USER_ANNOTATION)) & ~name_mask(
+    op = of_kinds(kind, (Kind.CPU_OP, Kind.USER_ANNOTATION)) & ~name_mask(
         events["name"], lambda n: n.startswith(STEP_PREFIX))
     rows = np.flatnonzero(op & (events["dur"].to_numpy() > 0))
     rows = rows[np.lexsort((-end[rows], ts[rows], thread_of[rows]))]
@@ -230,15 +231,15 @@ def build_graph(events: pd.DataFrame) -> Graph:
     ts = events["ts"].to_numpy()
     end = ts + events["dur"].to_numpy()
     kind = events["kind"].to_numpy()
-    work = np.flatnonzero(np.isin(kind, DEVICE_KINDS))
+    work = np.flatnonzero(of_kinds(kind, DEVICE_KINDS))
     pred_kind, pred = _work_predecessors(events, work, ts, end)
     comm = (kind == Kind.KERNEL) & name_mask(events["name"], is_communication_kernel_name)
     thread_of = _thread_numbers(events)
-    host = np.isin(kind, (Kind.CPU_OP, Kind.USER_ANNOTATION, *LAUNCH_KINDS))
+    host = of_kinds(kind, (Kind.CPU_OP, Kind.USER_ANNOTATION, *LAUNCH_KINDS))
     thread_of = np.where(host, thread_of, -1)
     waited, has_sync_events, has_sync_calls = _waited(events, ts, end, work)
     threads = _threads(events, ts, end, thread_of, waited)
-    step_rows = np.flatnonzero(np.isin(kind, (Kind.CPU_OP, Kind.USER_ANNOTATION)) & name_mask(
+    step_rows = np.flatnonzero(of_kinds(kind, (Kind.CPU_OP, Kind.USER_ANNOTATION)) & name_mask(
         events["name"], lambda n: n.startswith(STEP_PREFIX)))
     if len(step_rows):
         main = int(pd.Series(thread_of[step_rows]).mode().iloc[0])

@@ -61,6 +61,7 @@ from ..trace.schema import HOST_OP_KINDS, Kind
 from ..trace.tables import TraceTables
 from . import ranges
 from .categories import is_communication_kernel_name, is_host_collective_name, role_masks
+from .kinds import of_kinds
 from .names import name_mask
 from .optree import thread_key
 from .devices import device_of_kernels
@@ -161,14 +162,14 @@ def topology_entry(name: str, tables: TraceTables) -> dict[str, Any]:
     """Node, process and the GPUs (properties) that ran this worker's kernels."""
     match = _HOST_PID.match(name)
     events = tables.events
-    kernels = events[events["kind"].to_numpy() == Kind.KERNEL]
+    kernels = np.flatnonzero(events["kind"].to_numpy() == Kind.KERNEL)
     props = {p.get("id"): p for p in tables.metadata.get("deviceProperties") or [] if isinstance(p, dict)}
-    gpus = [{"device": int(d), **gpu_properties(props.get(d))} for d in sorted(set(device_of_kernels(kernels).tolist()))]
+    gpus = [{"device": int(d), **gpu_properties(props.get(d))} for d in sorted(set(device_of_kernels(events, kernels).tolist()))]
     named = next((v for key in _HOST_KEYS if isinstance(v := tables.metadata.get(key), str) and v), None)
     if match:
         process = match.group(2)
     else:
-        pids = events[np.isin(events["kind"].to_numpy(), HOST_OP_KINDS)]["pid"].astype(str)
+        pids = events[of_kinds(events["kind"].to_numpy(), HOST_OP_KINDS)]["pid"].astype(str)
         process = pids.mode().iloc[0] if len(pids) else None
     node = named or (match.group(1) if match else name)
     assumed = [] if named or match else ["node from the worker name (the trace names no host)"]
@@ -259,7 +260,7 @@ def collective_calls(events: pd.DataFrame, steps: Steps) -> tuple[pd.DataFrame, 
     start); and warnings."""
     kind = events["kind"].to_numpy()
     names = events["name"]
-    host = np.isin(kind, HOST_OP_KINDS)
+    host = of_kinds(kind, HOST_OP_KINDS)
     rpc = np.flatnonzero(host & name_mask(names, lambda n: n == RECORD_PARAM_COMMS))
     ops = np.flatnonzero(host & name_mask(names, is_collective_op_name))
     parent = _enclosing(events, ops, rpc)

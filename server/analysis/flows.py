@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..trace.schema import DEVICE_KINDS, Kind
 from ..trace.tables import TraceTables
+from .kinds import of_kinds
 
 CATEGORIES = ["ac2g", "fwdbwd"]
 MAX_WINDOW_FLOWS = 500
@@ -47,8 +48,8 @@ def _launch_pairs(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     kind = events["kind"].to_numpy()
     correlation = events["correlation"].to_numpy()
     tied = correlation >= 0
-    calls = np.flatnonzero(tied & np.isin(kind, (Kind.RUNTIME, Kind.DRIVER)))
-    work = np.flatnonzero(tied & np.isin(kind, DEVICE_KINDS))
+    calls = np.flatnonzero(tied & of_kinds(kind, (Kind.RUNTIME, Kind.DRIVER)))
+    work = np.flatnonzero(tied & of_kinds(kind, DEVICE_KINDS))
     pairs = pd.DataFrame({"src": calls, "key": correlation[calls]}).merge(
         pd.DataFrame({"dst": work, "key": correlation[work]}), on="key")
     return pairs["src"].to_numpy(np.int64), pairs["dst"].to_numpy(np.int64)

@@ -46,6 +46,7 @@ import pandas as pd
 from ..trace.schema import DEVICE_KINDS, LAUNCH_KINDS, Kind
 from . import ranges
 from .devices import device_of_kernels
+from .kinds import of_kinds
 from .records import clean_row
 from .steps import Steps
 
@@ -102,7 +103,7 @@ def launch_times(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     driver calls with its correlation id), NaN when none."""
     kind = events["kind"].to_numpy()
     corr = events["correlation"].to_numpy()
-    calls = np.flatnonzero(np.isin(kind, LAUNCH_KINDS) & (corr >= 0))
+    calls = np.flatnonzero(of_kinds(kind, LAUNCH_KINDS) & (corr >= 0))
     began = pd.Series(events["ts"].to_numpy()[calls]).groupby(corr[calls]).min()
     mine = corr[rows]
     return np.where(mine >= 0, began.reindex(mine).to_numpy(), np.nan)
@@ -119,7 +120,7 @@ def kernel_gaps(events: pd.DataFrame, steps: Steps) -> dict[int, Gaps]:
     ts = events["ts"].to_numpy()[kernels]
     end = ts + events["dur"].to_numpy()[kernels]
     launch_ts = launch_times(events, kernels)
-    device = device_of_kernels(events[["device", "pid"]].iloc[kernels])
+    device = device_of_kernels(events, kernels)
     out = {}
     for dev in sorted(set(device.tolist())):
         mine = device == dev
@@ -132,11 +133,11 @@ def gpu_idle(events: pd.DataFrame, steps: Steps, gaps: dict[int, Gaps] | None = 
     the Overview's span); `steps`, per step one row per GPU (`stream` None) and per stream;
     `average`, those rows' means over steps. `gaps`: the GPUs' (kernel_gaps'), when the caller has them."""
     kind = events["kind"].to_numpy()
-    work = np.flatnonzero(np.isin(kind, DEVICE_KINDS))
+    work = np.flatnonzero(of_kinds(kind, DEVICE_KINDS))
     ts = events["ts"].to_numpy()[work]
     end = ts + events["dur"].to_numpy()[work]
     launch_ts = launch_times(events, work)
-    device = device_of_kernels(events[["device", "pid"]].iloc[work])
+    device = device_of_kernels(events, work)
     stream = events["stream"].to_numpy()[work]
     lo, hi = steps.span
     windows = (steps.starts, steps.ends)

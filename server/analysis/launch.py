@@ -25,6 +25,7 @@ from ..trace.schema import DEVICE_KINDS, LAUNCH_KINDS, Kind
 from ..trace.tables import TraceTables
 from . import ranges
 from .flows import Flows, build_flows
+from .kinds import of_kinds
 from .names import name_mask
 from .records import clean_row
 from .steps import Steps, detect_steps, step_of
@@ -43,7 +44,7 @@ def is_graph_launch(name: str) -> bool:
 
 def launch_calls(events: pd.DataFrame) -> np.ndarray:
     """Rows of the host's launch calls (note 2)."""
-    launch = np.isin(events["kind"].to_numpy(), LAUNCH_KINDS)
+    launch = of_kinds(events["kind"].to_numpy(), LAUNCH_KINDS)
     return np.flatnonzero(launch & name_mask(events["name"], _is_launch_name))
 
 
@@ -76,7 +77,7 @@ def launch_overhead(tables: TraceTables, steps: Steps | None = None, flows: Flow
     kind = events["kind"].to_numpy()
     ts = events["ts"].to_numpy()
     end = ts + events["dur"].to_numpy()
-    device = np.isin(kind, DEVICE_KINDS)
+    device = of_kinds(kind, DEVICE_KINDS)
     calls = launch_calls(events)
     busy = ranges.union(ts[device], end[device])
     launching = ranges.union(ts[calls], end[calls])

@@ -55,6 +55,7 @@ from ..trace.schema import Kind
 from ..trace.tables import TraceTables
 from .compile import REGION_PREFIX
 from .flows import CATEGORIES, Flows
+from .kinds import of_kinds
 from .names import name_mask
 from .optree import OpTree, nest, subtree_sums, thread_key
 from .records import clean_row
@@ -354,7 +355,7 @@ def _tree_items(events: pd.DataFrame, tree: OpTree, thread: int) -> dict[str, np
     device_self = np.concatenate([tree.device_self_us[nodes], np.zeros(len(occ_rows))])
     # Own runtime calls' time: launches (and syncs, copies) whose launcher is the node.
     kind = events["kind"].to_numpy()
-    calls = np.flatnonzero(np.isin(kind, (Kind.RUNTIME, Kind.DRIVER)) & (tree.launcher >= 0))
+    calls = np.flatnonzero(of_kinds(kind, (Kind.RUNTIME, Kind.DRIVER)) & (tree.launcher >= 0))
     runtime = np.bincount(tree.launcher[calls], weights=np.nan_to_num(events["dur"].to_numpy()[calls]),
                           minlength=len(tree.rows))
     runtime_self = np.concatenate([runtime[nodes], np.zeros(len(occ_rows))])

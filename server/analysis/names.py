@@ -12,11 +12,8 @@ import re2
 
 def name_mask(names: pd.Series, predicate: Callable[[str], bool]) -> np.ndarray:
     """Per row of a categorical name column: the predicate's answer (False for absent names)."""
-    flags = np.array([predicate(str(c)) for c in names.cat.categories], dtype=bool)
-    codes = names.cat.codes.to_numpy()
-    if len(flags) == 0:
-        return np.zeros(len(codes), dtype=bool)
-    return np.where(codes >= 0, flags[np.maximum(codes, 0)], False)
+    flags = np.array([predicate(str(c)) for c in names.cat.categories] + [False], dtype=bool)
+    return flags[names.cat.codes.to_numpy()]  # code -1 (no name) reads the last flag, False
 
 
 def names_at(names: pd.Series, rows: np.ndarray) -> np.ndarray:

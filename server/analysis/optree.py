@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.schema import DEVICE_KINDS, LAUNCH_KINDS, Kind
+from .kinds import of_kinds
 from .names import name_mask
 from .tensor_cores import is_tc_eligible_op, uses_tensor_cores
 
@@ -211,7 +212,7 @@ def build_op_tree(events: pd.DataFrame) -> OpTree:
     timed = np.isfinite(ts) & np.isfinite(dur)
     threads = thread_key(events)
 
-    candidates = np.flatnonzero(np.isin(kind, TREE_KINDS) & timed)
+    candidates = np.flatnonzero(of_kinds(kind, TREE_KINDS) & timed)
     order = nesting_order(threads[candidates], ts[candidates], ts[candidates] + dur[candidates])
     rows = candidates[order]
     n = len(rows)
@@ -238,12 +239,12 @@ def build_op_tree(events: pd.DataFrame) -> OpTree:
     external = events["external_id"].to_numpy()
     pids = len(events["pid"].cat.categories) + 1
     node_keys = external[rows] * pids + pid_codes[rows]
-    launches = np.flatnonzero(np.isin(kind, LAUNCH_KINDS) & (external > 0))
+    launches = np.flatnonzero(of_kinds(kind, LAUNCH_KINDS) & (external > 0))
     launch_node = _lookup(external[launches] * pids + pid_codes[launches], np.where(external[rows] > 0, node_keys, -1))
     launch_node = np.where(launch_node >= 0, owner[np.maximum(launch_node, 0)], -1)
 
     correlation = events["correlation"].to_numpy()
-    device_rows = np.flatnonzero(np.isin(kind, DEVICE_KINDS) & timed)
+    device_rows = np.flatnonzero(of_kinds(kind, DEVICE_KINDS) & timed)
     with_runtime = launches[correlation[launches] >= 0]
     runtime_of = _lookup(correlation[device_rows], correlation[with_runtime])
     runtime_of = np.where(correlation[device_rows] >= 0, runtime_of, -1)

@@ -74,17 +74,17 @@ def _step_rows(breakdown: pd.DataFrame, steps: Steps) -> list[dict[str, Any]]:
 
 def gpu_summary(events: pd.DataFrame, steps: Steps, device_properties: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per GPU that ran kernels: properties and utilization / SM efficiency / occupancy / tensor-core ratios."""
-    kernels = events[events["kind"].to_numpy() == Kind.KERNEL]
-    if kernels.empty:
+    kernels = np.flatnonzero(events["kind"].to_numpy() == Kind.KERNEL)
+    if not len(kernels):
         return []
     lo, hi = steps.span
     span = hi - lo
-    device = device_of_kernels(kernels)
-    ts = kernels["ts"].to_numpy()
-    end = ts + kernels["dur"].to_numpy()
-    blocks = kernels["blocks_per_sm"].to_numpy()
-    occupancy = kernels["occupancy"].to_numpy()
-    tensor = uses_tensor_cores(kernels["name"])
+    device = device_of_kernels(events, kernels)
+    ts = events["ts"].to_numpy()[kernels]
+    end = ts + events["dur"].to_numpy()[kernels]
+    blocks = events["blocks_per_sm"].to_numpy()[kernels]
+    occupancy = events["occupancy"].to_numpy()[kernels]
+    tensor = uses_tensor_cores(events["name"])[kernels]
     clipped = np.clip(np.minimum(end, hi) - np.maximum(ts, lo), 0.0, None)
     props = {p.get("id"): p for p in device_properties if isinstance(p, dict)}
     out = []

@@ -25,6 +25,7 @@ import pandas as pd
 
 from ..trace.schema import DEVICE_KINDS, LAUNCH_KINDS, Kind
 from . import ranges
+from .kinds import of_kinds
 from .names import name_mask
 
 STEP_PREFIX = "ProfilerStep#"
@@ -51,7 +52,7 @@ class Steps:
 def host_steps(events: pd.DataFrame) -> pd.DataFrame:
     """The host-side ProfilerStep events, sorted by start; columns name, ts, end."""
     kind = events["kind"].to_numpy()
-    mask = np.isin(kind, _HOST_STEP_KINDS) & name_mask(events["name"], lambda n: n.startswith(STEP_PREFIX))
+    mask = of_kinds(kind, _HOST_STEP_KINDS) & name_mask(events["name"], lambda n: n.startswith(STEP_PREFIX))
     found = events.loc[mask, ["name", "ts", "dur"]]
     return pd.DataFrame({
         "name": found["name"].astype(str).str.slice(len(STEP_PREFIX)).to_numpy(),
@@ -95,7 +96,7 @@ def detect_steps(events: pd.DataFrame) -> Steps:
 
 def _whole_trace(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     kind = events["kind"].to_numpy()
-    host = events[np.isin(kind, _HOST_EXTENT_KINDS)]
+    host = events[of_kinds(kind, _HOST_EXTENT_KINDS)]
     scope = host if len(host) else events[kind != Kind.TRACE]
     if len(scope) == 0:
         scope = events
@@ -116,8 +117,8 @@ def _device_work_per_step(events: pd.DataFrame, starts: np.ndarray, ends: np.nda
     device_count = np.zeros(n, dtype=np.int64)
     kind = events["kind"].to_numpy()
     corr = events["correlation"].to_numpy()
-    launch = np.isin(kind, LAUNCH_KINDS) & (corr != -1)
-    device = np.isin(kind, DEVICE_KINDS)
+    launch = of_kinds(kind, LAUNCH_KINDS) & (corr != -1)
+    device = of_kinds(kind, DEVICE_KINDS)
     if not launch.any() or not device.any():
         return device_range, device_count, None
     ts = events["ts"].to_numpy()

@@ -32,6 +32,7 @@ import pandas as pd
 from ..trace.schema import DEVICE_KINDS, Kind
 from ..trace.tables import TraceTables
 from . import flows, lod, ranges
+from .kinds import of_kinds
 from .names import regex_mask
 from .optree import OpTree, nesting, nesting_order, thread_key
 from .records import clean_row
@@ -116,7 +117,7 @@ def build_layout(tables: TraceTables) -> Layout:
     lanes = []
     for positions in groups:
         rows = order[positions]
-        gpu = bool(np.isin(kind[rows], _GPU_SIDE).mean() > 0.5)
+        gpu = bool(of_kinds(kind[rows], _GPU_SIDE).mean() > 0.5)
         lanes.append((_lane_labels(events, rows, tables.metadata, gpu), positions))
     lanes.sort(key=lambda item: item[0]["_order"])
 
@@ -317,7 +318,7 @@ def event_links(tables: TraceTables, layout: Layout, tree: OpTree, pairs: flows.
     if len(own) and tree.parent[own[0]] >= 0:
         links.append(_brief(tables, layout, tree.rows[tree.parent[own[0]]], "parent"))
     if len(own):
-        launched = np.flatnonzero((tree.launcher == own[0]) & np.isin(kind, DEVICE_KINDS))
+        launched = np.flatnonzero((tree.launcher == own[0]) & of_kinds(kind, DEVICE_KINDS))
         links += [_brief(tables, layout, r, "launches") for r in launched[:50]]
     links += [_brief(tables, layout, r, relation) for r, relation in tied if relation in ("forward", "backward")]
     return [link for link in links if link["lane"] >= 0]

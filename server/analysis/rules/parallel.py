@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ...trace.schema import HOST_OP_KINDS, Kind
+from ..kinds import of_kinds
 from ..names import name_mask
 from ..devices import device_of_kernels
 from ..recommendations import Context, Finding, finding
@@ -42,7 +43,7 @@ def _frames_in(ctx: Context, *files: str) -> np.ndarray:
 
 def _host_rows(ctx: Context, names: frozenset[str]) -> np.ndarray:
     events = ctx.tables.events
-    host = np.isin(events["kind"].to_numpy(), HOST_OP_KINDS)
+    host = of_kinds(events["kind"].to_numpy(), HOST_OP_KINDS)
     return np.flatnonzero(host & name_mask(events["name"], lambda n: n in names))
 
 
@@ -58,8 +59,8 @@ def _evidence(ctx: Context, rows: np.ndarray, kind: str) -> list[dict[str, Any]]
 
 def _gpus_with_kernels(ctx: Context) -> int:
     events = ctx.tables.events
-    kernels = events[events["kind"].to_numpy() == Kind.KERNEL]
-    return len(set(device_of_kernels(kernels).tolist()) - {-1}) if len(kernels) else 0
+    kernels = np.flatnonzero(events["kind"].to_numpy() == Kind.KERNEL)
+    return len(set(device_of_kernels(events, kernels).tolist()) - {-1}) if len(kernels) else 0
 
 
 def ddp_instead_of_dp(ctx: Context) -> list[Finding]:

@@ -22,6 +22,7 @@ import numpy as np
 from ...trace.schema import HOST_OP_KINDS
 from .. import ranges
 from ..categories import is_dataloader_name
+from ..kinds import of_kinds
 from ..names import name_mask
 from ..recommendations import Context, Finding, finding, step_evidence
 from ..savings import BANDS, Saving, idle_under, saving
@@ -52,7 +53,7 @@ def _share_rule(ctx: Context, id: str, column: str, threshold: float, saved: Cal
 
 def _idle_under_dataloader(ctx: Context) -> Saving:
     events = ctx.tables.events
-    rows = np.flatnonzero(np.isin(events["kind"].to_numpy(), HOST_OP_KINDS)
+    rows = np.flatnonzero(of_kinds(events["kind"].to_numpy(), HOST_OP_KINDS)
                           & name_mask(events["name"], is_dataloader_name))
     ts = events["ts"].to_numpy()[rows]
     idle = idle_under(ctx.gaps, ranges.union(ts, ts + events["dur"].to_numpy()[rows]), ctx.steps)

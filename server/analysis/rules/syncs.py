@@ -45,6 +45,7 @@ from ...trace.schema import LAUNCH_KINDS, Kind
 from .. import ranges
 from ..callstacks import op_stacks, user_frame
 from ..categories import is_dataloader_name
+from ..kinds import of_kinds
 from ..names import name_mask, names_at
 from ..optree import climb
 from ..recommendations import Context, Finding, finding
@@ -107,7 +108,7 @@ def _runtime_calls(ctx: Context, rows: np.ndarray) -> _Calls:
 
 def _runtime_rows(ctx: Context) -> np.ndarray:
     """Rows of the runtime and driver calls."""
-    return np.flatnonzero(np.isin(ctx.tables.events["kind"].to_numpy(), LAUNCH_KINDS))
+    return np.flatnonzero(of_kinds(ctx.tables.events["kind"].to_numpy(), LAUNCH_KINDS))
 
 
 def _launch_rows(ctx: Context, names: frozenset[str]) -> np.ndarray:
@@ -147,7 +148,7 @@ def _first_compute_launch(ctx: Context) -> np.ndarray:
     kind = events["kind"].to_numpy()
     correlation = events["correlation"].to_numpy()
     kernels = correlation[kind == Kind.KERNEL]
-    launches = np.flatnonzero(np.isin(kind, LAUNCH_KINDS) & np.isin(correlation, kernels[kernels >= 0]))
+    launches = np.flatnonzero(of_kinds(kind, LAUNCH_KINDS) & np.isin(correlation, kernels[kernels >= 0]))
     calls = _runtime_calls(ctx, launches)
     not_compute = _node_flags(ctx, lambda n: n in COPY_OPS or n.startswith(_ZERO_GRAD))
     compute = ~tree.ancestors_or_self(calls.node, not_compute)

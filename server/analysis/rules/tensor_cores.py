@@ -48,7 +48,7 @@ _HALF_TYPES = ("c10::Half", "c10::BFloat16", "Half", "BFloat16")
 def _innermost_eligible(ctx: Context) -> np.ndarray:
     """Per tree node: eligible by name, with no eligible node below it."""
     tree = ctx.tree
-    eligible = name_mask(ctx.tables.events["name"].iloc[tree.rows], is_tc_eligible_op) & ~tree.merged
+    eligible = name_mask(ctx.tables.events["name"], is_tc_eligible_op)[tree.rows] & ~tree.merged
     below = subtree_sums(tree.parent, eligible.astype(np.int64)) - eligible
     return eligible & (below == 0)
 
@@ -65,7 +65,7 @@ def _unused_kernels(ctx: Context) -> pd.DataFrame:
     lo, hi = ctx.steps.span
     ts = events["ts"].to_numpy()[kernels]
     inside = np.clip(np.minimum(ts + events["dur"].to_numpy()[kernels], hi) - np.maximum(ts, lo), 0.0, None)
-    device = device_of_kernels(events.iloc[kernels])
+    device = device_of_kernels(events, kernels)
     keep = unused & (inside > 0)
     return pd.DataFrame({"device": device[keep], "node": call[keep], "us": inside[keep]})
 

@@ -20,6 +20,7 @@ import numpy as np
 from ...trace.schema import LAUNCH_KINDS, Kind
 from .. import ranges
 from ..idle import HOST_WAIT, KERNEL_WAIT, OTHER, idle_by_cause
+from ..kinds import of_kinds
 from ..launch import is_graph_launch
 from ..names import name_mask
 from ..recommendations import Context, Finding, finding, step_evidence
@@ -34,15 +35,15 @@ HOST_WORK = {"cpu_exec_us": "in operators (CPU Exec)", "runtime_us": "in CUDA ru
 
 def _busy_per_step(ctx: Context, device: int) -> np.ndarray:
     events = ctx.tables.events
-    kernels = events[(events["kind"].to_numpy() == Kind.KERNEL) & (events["device"].to_numpy() == device)]
-    start = kernels["ts"].to_numpy()
-    busy = ranges.union(start, start + kernels["dur"].to_numpy())
+    kernels = np.flatnonzero((events["kind"].to_numpy() == Kind.KERNEL) & (events["device"].to_numpy() == device))
+    start = events["ts"].to_numpy()[kernels]
+    busy = ranges.union(start, start + events["dur"].to_numpy()[kernels])
     return np.array([ranges.clip_total(busy, s, e) for s, e in zip(ctx.steps.starts, ctx.steps.ends)])
 
 
 def _graph_launches_per_step(ctx: Context) -> float:
     events = ctx.tables.events
-    graph = np.isin(events["kind"].to_numpy(), LAUNCH_KINDS) & name_mask(events["name"], is_graph_launch)
+    graph = of_kinds(events["kind"].to_numpy(), LAUNCH_KINDS) & name_mask(events["name"], is_graph_launch)
     inside = ranges.covers(ranges.union(ctx.steps.starts, ctx.steps.ends), events["ts"].to_numpy()[graph])
     return float(inside.sum()) / max(len(ctx.steps.names), 1)
 
