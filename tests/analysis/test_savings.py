@@ -181,3 +181,39 @@ def test_loss_sync_saving_matches_the_fix():
     # the copies' saving is inside the sync's: not to be added
     assert found["h2d_copy_in_step"]["included_in"] == "host_device_sync"
     assert found["h2d_copy_in_step"]["saving_us"] <= sync["saving_us"]
+
+
+def _two_gpus() -> Trace:
+    """One step (0..300 us); GPU 0 runs 10..110 and 150..250, GPU 1 runs 20..60 (launched at 15)."""
+    t = Trace()
+    t.step(1, 0, 300)
+    t.launch(5, 3, 10, 100)
+    t.launch(140, 3, 150, 100)
+    t.launch(15, 3, 20, 40, device=1)
+    return t
+
+
+def test_each_gpu_has_its_gaps_and_the_rules_read_the_busiest():
+    ctx = rule_context(_two_gpus())
+    gaps = ctx.device_gaps
+    assert sorted(gaps) == [0, 1]
+    assert (gaps[0].starts.tolist(), gaps[0].ends.tolist()) == ([0, 110, 250], [10, 150, 300])
+    assert (gaps[1].starts.tolist(), gaps[1].ends.tolist()) == ([0, 60], [20, 300])
+    assert ctx.gpu == 0 and ctx.gaps is gaps[0]
+
+
+def test_the_overview_hands_its_gaps_to_the_rules():
+    given = {0: Gaps(np.array([1.0]), np.array([2.0]), np.array([HOST_WAIT]))}
+    ctx = rule_context(_two_gpus(), kernel_gaps=given)
+    assert ctx.device_gaps is given and ctx.gaps is given[0]
+
+
+def test_once_computes_an_intermediate_once_per_context():
+    calls = []
+
+    def counted(ctx):
+        calls.append(ctx)
+        return len(calls)
+
+    ctx, other = rule_context(_two_gpus()), rule_context(_two_gpus())
+    assert [ctx.once(counted), ctx.once(counted), other.once(counted)] == [1, 1, 2]
