@@ -93,15 +93,14 @@ def _load(task: int, path: str, size: int, mtime: float, worker: str, stores: li
             entry = None
     computed: dict[str, Any] = {}
     if entry is None:
-        entry, _ = store_trace(path, size, mtime, stores, max_bytes=max_bytes, on_progress=report,
-                               helpers=_helpers_for(size), shared=shared,
-                               meanwhile=partial(_derive_parsed, worker, computed))
-        del _  # the parsed tables: the stored ones, mapped, serve the rest (their pages are the page cache's)
+        # The parsed tables serve this process's items too: a big entry's tables were written around the page
+        # cache (trace/entry.py), and mapped they would be read back from the disk (the operator view's first
+        # answer waited 1 s longer for that on the synthetic trace). A helper computing items maps them.
+        entry, tables = store_trace(path, size, mtime, stores, max_bytes=max_bytes, on_progress=report,
+                                    helpers=_helpers_for(size), shared=shared,
+                                    meanwhile=partial(_derive_parsed, worker, computed))
         if entry is None:
             raise OSError(f"no store folder could be written ({', '.join(stores)})")
-        if size >= BIG_FILE_BYTES:
-            _give_back_memory()
-        tables = entry.tables()
     names = load_items(entry.rows.get("events", 0))
     # A big trace's items are computed two at a time when its parse had helpers: they idle meanwhile.
     helpers = _live_helpers() if names == LOAD_ORDER else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import fcntl
 import json
 import logging
 import os
@@ -18,6 +19,7 @@ import pandas as pd
 import pytest
 
 from profboard.server.analysis.overview import overview
+from profboard.server.trace import entry as entry_module
 from profboard.server.trace import load as load_module
 from profboard.server.trace.entry import STALE_S, sweep, write_entry
 from profboard.server.trace.keys import entry_key
@@ -137,6 +139,51 @@ def test_without_cache_dir_every_load_reads(trace_file, monkeypatch):
     load_trace(*trace_file)
     load_trace(*trace_file)
     assert reads.calls == 2
+
+
+class DirectWrites:
+    """Every table written around the page cache (entry.DIRECT_MIN_BYTES 0), through a staging buffer of
+    two blocks, so that a table's bytes take several flushes and end in a padded one; records the files
+    opened with O_DIRECT, and with `refuse_open` / `refuse_write` plays a file system that fails those."""
+
+    def __init__(self, monkeypatch, refuse_open: bool = False, refuse_write: bool = False):
+        self.direct: list[str] = []
+        real_open, real_write = os.open, os.write
+        direct_fds: set[int] = set()
+
+        def opening(path, flags, *args):
+            if flags & os.O_DIRECT:
+                if refuse_open:
+                    raise OSError(22, "Invalid argument")
+                fd = real_open(path, flags, *args)
+                self.direct.append(Path(path).name)
+                direct_fds.add(fd)
+                return fd
+            return real_open(path, flags, *args)
+
+        def writing(fd, data):
+            if refuse_write and fd in direct_fds and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+                raise OSError(22, "Invalid argument")
+            return real_write(fd, data)
+
+        monkeypatch.setattr(entry_module, "DIRECT_MIN_BYTES", 0)
+        monkeypatch.setattr(entry_module, "_STAGE_BYTES", 2 * entry_module._BLOCK)
+        monkeypatch.setattr(os, "open", opening)
+        monkeypatch.setattr(os, "write", writing)
+
+
+@pytest.mark.skipif(not hasattr(os, "O_DIRECT"), reason="O_DIRECT is Linux's")
+@pytest.mark.parametrize("refuse", ["nothing", "open", "write"])
+def test_tables_written_around_the_page_cache_read_back_the_same(tmp_path, trace_file, monkeypatch, refuse):
+    parsed = load_trace(*trace_file)
+    cache = str(tmp_path / "cache")
+    writes = DirectWrites(monkeypatch, refuse_open=refuse == "open", refuse_write=refuse == "write")
+    assert_same_tables(load_trace(*trace_file, cache_dir=cache), parsed)
+    if refuse != "open" and not writes.direct:
+        pytest.skip("this file system does not take O_DIRECT (tmpfs)")
+    assert sorted(writes.direct) == ([] if refuse == "open" else sorted(f"{name}.arrow" for name in FRAMES))
+    Reads(monkeypatch, fail=True)
+    assert_same_tables(load_trace(*trace_file, cache_dir=cache), parsed)  # the entry, checked and mapped
 
 
 def test_one_entry_per_key_and_no_temporary_leftovers(tmp_path, trace_file):
@@ -426,6 +473,7 @@ def test_a_symlink_for_the_entry_is_removed_not_followed(tmp_path, trace_file, m
 _UNREADABLE_CHILD = r"""
 import json, sys
 import pandas as pd
+from profboard.server.trace import entry as entry_module
 from profboard.server.trace import load as load_module
 from profboard.server.trace.load import load_trace
 
