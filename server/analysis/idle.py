@@ -68,6 +68,16 @@ class Gaps:
 _NO_GAPS = Gaps(np.empty(0), np.empty(0), np.empty(0, dtype=np.int64))
 
 
+def _reindexed(values: pd.Series, wanted: np.ndarray) -> np.ndarray:
+    """values.reindex(wanted) as floats (NaN where absent), for a groupby's answer (a sorted index of
+    distinct keys): a binary search, where pandas builds a hash table of the index on every call."""
+    keys = values.index.to_numpy()
+    if not len(keys):
+        return np.full(len(wanted), np.nan)
+    at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+    return np.where(keys[at] == wanted, values.to_numpy(dtype=np.float64)[at], np.nan)
+
+
 def idle_gaps(ts: np.ndarray, end: np.ndarray, launch_ts: np.ndarray, bounds: tuple[float, float] | None = None) -> Gaps:
     """The gaps in the union of GPU work [ts, end) and their causes (notes 1-3); `launch_ts` is
     when each piece of work's host call began (NaN: none). With `bounds` (lo, hi), also the gap
@@ -76,7 +86,7 @@ def idle_gaps(ts: np.ndarray, end: np.ndarray, launch_ts: np.ndarray, bounds: tu
     # The host call that ends each gap: the earliest among the work starting where it ends.
     launched = pd.Series(launch_ts).groupby(np.asarray(ts, dtype=np.float64)).min()
     gap_start, gap_end = busy_end[:-1], busy_start[1:]
-    next_launch = launched.reindex(gap_end).to_numpy()
+    next_launch = _reindexed(launched, gap_end)
     if bounds is not None:
         lo, hi = bounds
         if not len(busy_start):
@@ -84,7 +94,7 @@ def idle_gaps(ts: np.ndarray, end: np.ndarray, launch_ts: np.ndarray, bounds: tu
         gap_start = np.concatenate([[lo], gap_start, busy_end[-1:]])
         gap_end = np.concatenate([busy_start[:1], gap_end, [hi]])
         # Nothing ends the last gap: work to end it was launched later, if ever (a host wait).
-        next_launch = np.concatenate([launched.reindex(busy_start[:1]).to_numpy(), next_launch, [np.inf]])
+        next_launch = np.concatenate([_reindexed(launched, busy_start[:1]), next_launch, [np.inf]])
     with np.errstate(invalid="ignore"):
         host = next_launch > gap_start
     cause = np.where(host, HOST_WAIT, np.where(gap_end - gap_start < KERNEL_WAIT_US, KERNEL_WAIT, OTHER))
@@ -106,7 +116,7 @@ def launch_times(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     calls = np.flatnonzero(of_kinds(kind, LAUNCH_KINDS) & (corr >= 0))
     began = pd.Series(events["ts"].to_numpy()[calls]).groupby(corr[calls]).min()
     mine = corr[rows]
-    return np.where(mine >= 0, began.reindex(mine).to_numpy(), np.nan)
+    return np.where(mine >= 0, _reindexed(began, mine), np.nan)
 
 
 def _row(values: np.ndarray, **key: Any) -> dict[str, Any]:
