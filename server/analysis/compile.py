@@ -63,7 +63,7 @@ from .callstacks import op_stacks, user_frame
 from .flows import Flows, build_flows
 from .kinds import of_kinds
 from .launch import is_graph_launch
-from .names import name_mask
+from .names import name_mask, names_at
 from .optree import nest, thread_key
 from .records import clean, clean_row
 from .steps import Steps, detect_steps, step_of
@@ -175,12 +175,11 @@ def _break_locations(events: pd.DataFrame, tree: pd.DataFrame) -> list[dict[str,
         return []
     rows = nested["row"].to_numpy()
     stacks = op_stacks(events, rows)
-    names = events["name"].to_numpy()
     parent_rows = tree["row"].to_numpy()[nested["parent"].to_numpy()]
     table = pd.DataFrame({
         "row": rows,
-        "region": [_region_label(str(names[r])) for r in rows],
-        "parent_region": [_region_label(str(names[r])) for r in parent_rows],
+        "region": [_region_label(str(n)) for n in names_at(events["name"], rows)],
+        "parent_region": [_region_label(str(n)) for n in names_at(events["name"], parent_rows)],
         "frame": [user_frame(stacks.frames[s]) if s >= 0 else None for s in stacks.of_row[rows]],
     })
     out = []
@@ -375,7 +374,7 @@ def compile_breakdown(tables: TraceTables) -> dict[str, Any]:
     if not len(roots):
         return empty
     rows, parent = _nested(events, _inside(events, roots))
-    names = events["name"].to_numpy()[rows].astype(str)
+    names = names_at(events["name"], rows).astype(str)
     self_us, root_of = _exclusive(events, rows, parent)
     phase = _inherited_phase(names, parent)
     passes = np.array([_root_pass(str(n)) for n in names[root_of]], dtype=object)
@@ -408,7 +407,7 @@ def _compile_roots(events: pd.DataFrame) -> np.ndarray:
     """The outermost compile ranges that are, or hold, a `(dynamo_timed)` range: a phase name
     alone (a user's `record_function("pass.x")`) makes no root."""
     candidates, parent = _nested(events, _host_rows(events, _is_compile_range))
-    timed = np.char.endswith(events["name"].to_numpy()[candidates].astype(str), TIMED_SUFFIX)
+    timed = np.char.endswith(names_at(events["name"], candidates).astype(str), TIMED_SUFFIX)
     for i in range(len(candidates) - 1, -1, -1):  # children come after their parents
         if timed[i] and parent[i] >= 0:
             timed[parent[i]] = True

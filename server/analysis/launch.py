@@ -26,7 +26,7 @@ from ..trace.tables import TraceTables
 from . import ranges
 from .flows import Flows, build_flows
 from .kinds import of_kinds
-from .names import name_mask
+from .names import name_mask, names_at
 from .records import clean_row
 from .steps import Steps, detect_steps, step_of
 
@@ -130,9 +130,10 @@ def _worst(events: pd.DataFrame, short: pd.DataFrame) -> list[dict[str, Any]]:
     """The short kernels whose launch call exceeds them most."""
     worst = short.assign(excess=short["launch_us"] - short["kernel_us"]).nlargest(MAX_EXAMPLES, "excess")
     ts = events["ts"].to_numpy()
-    names = events["name"].to_numpy()
+    kernel_names = names_at(events["name"], worst["kernel"].to_numpy())
+    call_names = names_at(events["name"], worst["call"].to_numpy())
     return [clean_row({
-        "event_id": int(r.kernel), "launch_event_id": int(r.call), "name": str(names[r.kernel]),
-        "launch_name": str(names[r.call]), "kernel_us": r.kernel_us, "launch_us": r.launch_us,
+        "event_id": int(r.kernel), "launch_event_id": int(r.call), "name": str(kernel_name),
+        "launch_name": str(call_name), "kernel_us": r.kernel_us, "launch_us": r.launch_us,
         "start_us": float(ts[r.call]), "end_us": float(ts[r.kernel] + r.kernel_us),
-    }) for r in worst.itertuples()]
+    }) for r, kernel_name, call_name in zip(worst.itertuples(), kernel_names, call_names)]

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ...trace.schema import Kind
-from ..names import name_mask
+from ..names import name_mask, names_at
 from ..optree import climb, subtree_sums
 from ..devices import device_of_kernels
 from ..recommendations import Context, Finding, finding
@@ -100,7 +100,7 @@ def _evidence(ctx: Context, mine: pd.DataFrame) -> list[dict[str, Any]]:
     per_call = mine.groupby("node")["us"].sum()
     rows = tree.event_rows(per_call.index.to_numpy())
     calls = pd.DataFrame({"row": rows, "us": per_call.to_numpy(),
-                          "op": events["name"].to_numpy()[rows].astype(str)})
+                          "op": names_at(events["name"], rows).astype(str)})
     out = []
     for op, group in calls.groupby("op"):
         worst = int(group.loc[group["us"].idxmax(), "row"])
