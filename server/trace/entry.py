@@ -80,6 +80,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
+
 import msgspec
 import numpy as np
 import pandas as pd
@@ -265,9 +270,9 @@ class Entry:
         tmp = None
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{item}-", dir=root)
-            with os.fdopen(fd, "wb") as fh:
-                sink = _Checksummed(fh)
+            with _EntryFile(fd) as sink:
                 codec.write_value(sink, value, classes)
+                sink.finish()
             name = f"{item}-{tag}-{sink.crc32:08x}.arrow"
             os.replace(tmp, os.path.join(self.folder, name))
             tmp = None
@@ -285,115 +290,101 @@ class Entry:
         return name
 
 
-class _Checksummed:
-    """A file being written, and the CRC-32 of what was written to it: the bytes are checked as they
-    go out instead of read back (reading a file just written cost 1.2 s for the Llama trace's tables
-    while the disk was still busy taking earlier writes, 0.2 s otherwise)."""
-
-    def __init__(self, fh: Any) -> None:
-        self.fh, self.crc32, self.closed = fh, 0, False
-
-    def write(self, data: Any) -> int:
-        self.crc32 = zlib.crc32(data, self.crc32)
-        return self.fh.write(data)
-
-    def flush(self) -> None:
-        self.fh.flush()
-
-    def close(self) -> None:  # the caller closes the file
-        self.closed = True
-
-    def writable(self) -> bool:
-        return True
-
-
-# Tables from this size up are written around the page cache (_TableFile).
-DIRECT_MIN_BYTES = 32 << 20
-_BLOCK = 4096  # what O_DIRECT writes must be a multiple of, in length and buffer address
+_BLOCK = 4096  # what O_DIRECT writes must be a multiple of, in length, buffer address and file offset
+# Files bigger than this are written around the page cache (_EntryFile); smaller ones through it.
 _STAGE_BYTES = 8 << 20
 
 
-class _TableFile(_Checksummed):
-    """A table file being written, with the CRC-32 of its bytes; with `direct`, around the page cache
-    (O_DIRECT, through an aligned staging buffer) where the file system allows it. A store entry's
-    tables are the biggest thing a load writes (316 MB for the 1.1 GB synthetic trace): through the
-    page cache, each new page of the file is memory the kernel hands out and fills, which cost 2.2 s
-    of that trace's cold start on the machine measured (a VM whose host takes back free memory, so
-    that a page touched again faults to the host: about 6 ms per MB), against 0.3 s written direct.
-    The entry's readers then map pages from the disk as they touch them (0.5 s for the whole file
-    there), after the first overview, which the loader computes from the tables it parsed. On a
-    machine without that cost the two ways are within a tenth of a second of each other for such a
-    file on an SSD; small tables (items, small traces) are written through the page cache."""
+class _EntryFile:
+    """A file of an entry being written (a table, an item), with the CRC-32 of its bytes. Its bytes gather
+    in a page-aligned staging buffer; a file that outgrows it is written around the page cache (O_DIRECT,
+    where the file system allows it), a smaller one through the page cache at the end. On the machine
+    measured (a VM whose host takes back free memory) a buffered write of 80 MB took 0.72 s, written direct
+    0.08-0.11 s and then read back from the disk, mapped, 0.15 s (/tmp/pc.py of session 6); the synthetic
+    1.1 GB trace's 316 MB of tables took 2.6-5.1 s of its cold start through the page cache. On a machine
+    without that cost the two ways are within a tenth of a second of each other for such files on an SSD.
+    Tables are then read ahead (`read_ahead`): the server maps them for its first answers. The CRC-32 is
+    taken as the bytes go out: reading a file back just after writing it cost 1.2 s for the Llama trace's
+    tables while the disk was still busy taking earlier writes, 0.2 s otherwise."""
 
-    def __init__(self, path: Path, direct: bool) -> None:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
-        self.fd, self._stage, self._used, self.size = -1, None, 0, 0
-        if direct and hasattr(os, "O_DIRECT"):
-            try:
-                self.fd = os.open(path, flags | os.O_DIRECT, 0o644)
-                self._stage = mmap.mmap(-1, _STAGE_BYTES)  # page-aligned, as O_DIRECT needs
-            except OSError:  # a file system without O_DIRECT (tmpfs): through the page cache
-                if self.fd >= 0:
-                    os.close(self.fd)
-                self.fd = -1
-        if self.fd < 0:
-            self.fd = os.open(path, flags, 0o644)
-        super().__init__(None)
+    def __init__(self, fd: int, read_ahead: bool = False) -> None:
+        self.fd, self.read_ahead = fd, read_ahead
+        self.crc32, self.closed = 0, False
+        self._stage = mmap.mmap(-1, _STAGE_BYTES)  # page-aligned, as O_DIRECT needs
+        self._used = self.size = 0
+        self._direct, self._first_flush = False, True
 
-    def __enter__(self) -> _TableFile:
+    def __enter__(self) -> _EntryFile:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         os.close(self.fd)
-        if self._stage is not None:
-            self._stage.close()
+        self._stage.close()
 
     def write(self, data: Any) -> int:
         self.crc32 = zlib.crc32(data, self.crc32)
         view = memoryview(data).cast("B")
         written = len(view)
-        if self._stage is None:
-            while view:
-                view = view[os.write(self.fd, view):]
-        else:
-            while view:
-                n = min(len(view), _STAGE_BYTES - self._used)
-                self._stage[self._used:self._used + n] = view[:n]
-                self._used, view = self._used + n, view[n:]
-                if self._used == _STAGE_BYTES:
-                    self._flush_stage(_STAGE_BYTES)
+        while view:
+            n = min(len(view), _STAGE_BYTES - self._used)
+            self._stage[self._used:self._used + n] = view[:n]
+            self._used, view = self._used + n, view[n:]
+            if self._used == _STAGE_BYTES:
+                if self._first_flush:  # the file outgrows the buffer: direct from here, if it can be
+                    self._direct, self._first_flush = _set_direct(self.fd, True), False
+                self._flush_stage(_STAGE_BYTES)
         self.size += written
         return written
 
     def _flush_stage(self, length: int) -> None:
-        """Write the staging buffer's first `length` bytes (a multiple of _BLOCK)."""
+        """Write the staging buffer's first `length` bytes (direct: a multiple of _BLOCK)."""
         view = memoryview(self._stage)[:length]
         try:
             while view:
                 view = view[os.write(self.fd, view):]
         except OSError:
-            # The file system took the O_DIRECT open but not the writes: on through the page cache.
-            import fcntl
-
-            fcntl.fcntl(self.fd, fcntl.F_SETFL, fcntl.fcntl(self.fd, fcntl.F_GETFL) & ~os.O_DIRECT)
+            if not self._direct:
+                raise
+            # The file system took O_DIRECT but not the writes: on through the page cache.
+            self._direct = _set_direct(self.fd, False)
             while view:
                 view = view[os.write(self.fd, view):]
         self._used = 0
 
     def flush(self) -> None:
-        pass  # the staging buffer goes out whole blocks at a time, its rest at finish()
+        pass  # the staging buffer goes out whole at a time, its rest at finish()
+
+    def close(self) -> None:  # Arrow closes its sink; the file is closed by the caller, after finish()
+        self.closed = True
+
+    def writable(self) -> bool:
+        return True
 
     def finish(self) -> os.stat_result:
         """Write what is left and give the file's status; its size is what was written."""
-        if self._stage is not None:
+        if self._direct:
             if self._used:
                 self._flush_stage(-(-self._used // _BLOCK) * _BLOCK)  # padded to whole blocks, then cut
                 os.ftruncate(self.fd, self.size)
-            if hasattr(os, "posix_fadvise"):
-                # Read back into the page cache by the kernel, in big blocks, while the loader computes the
-                # first page's items: the server's first answers of the other views read these tables.
+            if self.read_ahead and hasattr(os, "posix_fadvise"):
+                # Into the page cache, read by the kernel in big blocks, while the loader computes the first
+                # page's items: the server's first answers of the other views read the tables.
                 os.posix_fadvise(self.fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        elif self._used:
+            self._flush_stage(self._used)
         return os.fstat(self.fd)
+
+
+def _set_direct(fd: int, on: bool) -> bool:
+    """Turn O_DIRECT on or off for `fd`; whether it is on (never where the system has none)."""
+    if fcntl is None or not hasattr(os, "O_DIRECT"):
+        return False
+    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_DIRECT if on else flags & ~os.O_DIRECT)
+    except OSError:  # a file system without O_DIRECT (tmpfs)
+        return False
+    return on
 
 
 def _listdir(folder: str) -> list[str]:
@@ -593,7 +584,7 @@ def write_entry(store: str, key: str, tables: TraceTables) -> Entry:
         for name in TABLES:
             path = tmp / f"{name}.arrow"
             batch = _to_batch(getattr(tables, name))
-            with _TableFile(path, direct=batch.nbytes >= DIRECT_MIN_BYTES) as sink:
+            with _EntryFile(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), read_ahead=True) as sink:
                 with pa.ipc.new_file(sink, batch.schema) as writer:
                     writer.write_batch(batch)
                 st = sink.finish()

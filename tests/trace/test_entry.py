@@ -14,18 +14,21 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable
+from unittest.mock import ANY
 
 import pandas as pd
 import pytest
 
 from profboard.server.analysis.overview import overview
+from profboard.server.derived import Derivation
 from profboard.server.trace import entry as entry_module
 from profboard.server.trace import load as load_module
-from profboard.server.trace.entry import STALE_S, sweep, write_entry
+from profboard.server.trace.entry import STALE_S, open_entry, sweep, write_entry
 from profboard.server.trace.keys import entry_key
 from profboard.server.trace.load import load_trace
 from profboard.server.trace.tables import TraceTables
 from synth import Trace, to_bytes, write_trace
+from values import assert_identical
 
 FRAMES = ("events", "memory", "flows", "counters")
 
@@ -142,48 +145,52 @@ def test_without_cache_dir_every_load_reads(trace_file, monkeypatch):
 
 
 class DirectWrites:
-    """Every table written around the page cache (entry.DIRECT_MIN_BYTES 0), through a staging buffer of
-    two blocks, so that a table's bytes take several flushes and end in a padded one; records the files
-    opened with O_DIRECT, and with `refuse_open` / `refuse_write` plays a file system that fails those."""
+    """Files of a block or more written around the page cache (a staging buffer of one block, so that
+    a table's bytes take several flushes and end in a padded one); records the files put in O_DIRECT mode,
+    and with `refuse` ("direct" or "write") plays a file system that refuses that mode, or writes in it."""
 
-    def __init__(self, monkeypatch, refuse_open: bool = False, refuse_write: bool = False):
+    def __init__(self, monkeypatch, refuse: str = ""):
         self.direct: list[str] = []
-        real_open, real_write = os.open, os.write
-        direct_fds: set[int] = set()
+        real_fcntl, real_write = fcntl.fcntl, os.write
 
-        def opening(path, flags, *args):
-            if flags & os.O_DIRECT:
-                if refuse_open:
+        def setting(fd, command, arg=0):
+            if command == fcntl.F_SETFL and arg & os.O_DIRECT:
+                if refuse == "direct":
                     raise OSError(22, "Invalid argument")
-                fd = real_open(path, flags, *args)
-                self.direct.append(Path(path).name)
-                direct_fds.add(fd)
-                return fd
-            return real_open(path, flags, *args)
+                self.direct.append(Path(os.readlink(f"/proc/self/fd/{fd}")).name)
+            return real_fcntl(fd, command, arg)
 
         def writing(fd, data):
-            if refuse_write and fd in direct_fds and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            if refuse == "write" and real_fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
                 raise OSError(22, "Invalid argument")
             return real_write(fd, data)
 
-        monkeypatch.setattr(entry_module, "DIRECT_MIN_BYTES", 0)
-        monkeypatch.setattr(entry_module, "_STAGE_BYTES", 2 * entry_module._BLOCK)
-        monkeypatch.setattr(os, "open", opening)
+        monkeypatch.setattr(entry_module, "_STAGE_BYTES", entry_module._BLOCK)
+        monkeypatch.setattr(fcntl, "fcntl", setting)
         monkeypatch.setattr(os, "write", writing)
 
 
-@pytest.mark.skipif(not hasattr(os, "O_DIRECT"), reason="O_DIRECT is Linux's")
-@pytest.mark.parametrize("refuse", ["nothing", "open", "write"])
-def test_tables_written_around_the_page_cache_read_back_the_same(tmp_path, trace_file, monkeypatch, refuse):
+@pytest.mark.skipif(not hasattr(os, "O_DIRECT") or not Path("/proc/self/fd").exists(), reason="Linux's O_DIRECT")
+@pytest.mark.parametrize("refuse", ["", "direct", "write"])
+def test_files_written_around_the_page_cache_read_back_the_same(tmp_path, trace_file, monkeypatch, refuse):
     parsed = load_trace(*trace_file)
-    cache = str(tmp_path / "cache")
-    writes = DirectWrites(monkeypatch, refuse_open=refuse == "open", refuse_write=refuse == "write")
-    assert_same_tables(load_trace(*trace_file, cache_dir=cache), parsed)
-    if refuse != "open" and not writes.direct:
-        pytest.skip("this file system does not take O_DIRECT (tmpfs)")
-    assert sorted(writes.direct) == ([] if refuse == "open" else sorted(f"{name}.arrow" for name in FRAMES))
+    cache = tmp_path / "cache"
+    writes = DirectWrites(monkeypatch, refuse)
+    assert_same_tables(load_trace(*trace_file, cache_dir=str(cache)), parsed)
+    entry = next(cache.iterdir())
+    big = sorted(p.name for p in entry.iterdir() if p.stat().st_size >= entry_module._BLOCK)
+    assert "events.arrow" in big
+    assert sorted(writes.direct) == ([] if refuse == "direct" else big)
     Reads(monkeypatch, fail=True)
-    assert_same_tables(load_trace(*trace_file, cache_dir=cache), parsed)  # the entry, checked and mapped
+    assert_same_tables(load_trace(*trace_file, cache_dir=str(cache)), parsed)  # the entry, checked and mapped
+    # An item big enough to go direct is read back the same, from a new process's view of the entry.
+    derivation = Derivation(open_entry(str(cache), entry.name), lambda: parsed, "worker0")
+    tree = derivation.get("optree")
+    assert (entry / derivation.written["optree"]).stat().st_size >= entry_module._BLOCK
+    assert [n for n in writes.direct if n.startswith(".optree-")] == ([] if refuse == "direct" else [ANY])
+    again = Derivation(open_entry(str(cache), entry.name), lambda: parsed, "worker0")
+    assert again.stored("optree")[0]
+    assert_identical(again.get("optree"), tree)
 
 
 def test_one_entry_per_key_and_no_temporary_leftovers(tmp_path, trace_file):
