@@ -37,7 +37,7 @@ from .analysis.operators import OP_INSTANCES_VERSION, op_instances
 from .sizes import held_bytes
 from .trace import codec
 from .trace.entry import Entry, FileId
-from .trace.parallel import small_pages
+from .trace.parallel import give_back_memory, small_pages
 from .trace.tables import TraceTables
 
 log = logging.getLogger("profboard")
@@ -305,6 +305,8 @@ def compute_stored(entry: Entry, worker: str, name: str) -> tuple[str | None, Fi
         return derivation.stored_as(name)
     finally:
         entry.release_pages()
+        del derivation  # the item's value, held by it
+        give_back_memory()
 
 
 class _Plan:

@@ -7,8 +7,6 @@ Arrow, the analyses): a fresh server lists the logdir's runs before any of that 
 
 from __future__ import annotations
 
-import ctypes
-import gc
 import importlib
 import os
 from concurrent.futures import Future
@@ -16,15 +14,13 @@ from functools import partial
 from multiprocessing.util import Finalize
 from typing import Any, Callable
 
-import pyarrow as pa
-
 from .api import SLICES
 from .derived import LOAD_ORDER, compute_stored, derive, derive_parsed, load_items
 from .loaders import report as report_to_server
 from .loaders import watch_parent
 from .trace.entry import Entry, discard
 from .trace.load import store_trace
-from .trace.parallel import Helpers, helper_count, small_pages
+from .trace.parallel import Helpers, give_back_memory, helper_count, small_pages
 from .trace.tables import TraceTables
 
 # Files from this size up are big: they get helpers (a gzip file this big inflates past
@@ -61,20 +57,7 @@ def load_in_worker(task: int, path: str, size: int, mtime: float, worker: str, s
         return _load(task, path, size, mtime, worker, stores, max_bytes, entry, shared)
     finally:
         if size >= BIG_FILE_BYTES:
-            _give_back_memory()
-
-
-def _give_back_memory() -> None:
-    """Return the memory of a big load's tables to the OS while the worker idles: glibc and Arrow keep
-    freed memory for later (the worker held 1.0 GB after loading the 853 MB Llama trace; 0.1 GB so).
-    Not after a small one: the full garbage collection took 45 ms, a quarter of a small trace's load
-    (256 ranks of 8 MB: twice per trace), for memory the next load reuses."""
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
-    pa.default_memory_pool().release_unused()
+            give_back_memory()
 
 
 def _load(task: int, path: str, size: int, mtime: float, worker: str, stores: list[str], max_bytes: int,
