@@ -60,7 +60,14 @@ inode) of each file it checked, and travels with that memory from the loader pro
 CRC-32 runs at about 1.4 GB/s here (0.19 s for the 274 MB events file of a 853 MB trace, 12 ms for
 fixtures/big's 38 MB entry; SHA-256 and BLAKE2b are 2-4x slower); nothing here needs a
 cryptographic hash, since whoever can write an entry can write its checksum too. A writer checksums
-the bytes as it writes them: it never reads its files back.
+the bytes as it writes them: it never reads its files back to check them.
+
+# Writing
+
+A file that outgrows an 8 MB staging buffer (a big trace's tables, its operator tree, layout...) is
+written around the page cache (O_DIRECT where the file system takes it), and a table is then read
+back into the page cache for the server's first answers; smaller files are written through it
+(_EntryFile says what that saves on the machine measured).
 """
 
 from __future__ import annotations
