@@ -27,7 +27,7 @@ MAX_WINDOW_FLOWS = 500
 # Past this many candidates a window is zoomed far out; counting them exactly is not worth it.
 MAX_COUNTED = 200_000
 # Version of the pairs the trace's store keeps (server/derived.py): bump when build_flows changes.
-FLOWS_VERSION = 1
+FLOWS_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,18 @@ def _launch_pairs(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     tied = correlation >= 0
     calls = np.flatnonzero(tied & of_kinds(kind, (Kind.RUNTIME, Kind.DRIVER)))
     work = np.flatnonzero(tied & of_kinds(kind, DEVICE_KINDS))
-    pairs = pd.DataFrame({"src": calls, "key": correlation[calls]}).merge(
-        pd.DataFrame({"dst": work, "key": correlation[work]}), on="key")
+    keys = correlation[calls]
+    if len(np.unique(keys)) == len(keys):  # as a profiler writes them: one call per id, its work one or more
+        pairs = pd.DataFrame({"src": calls, "key": keys}).merge(
+            pd.DataFrame({"dst": work, "key": correlation[work]}), on="key")
+        return pairs["src"].to_numpy(np.int64), pairs["dst"].to_numpy(np.int64)
+    # Ids used again (traces joined end to end, a step's events copied): each piece of work goes with the
+    # last call of its id that started at or before it. Every call with every piece of work of its id made
+    # a test trace of 270,000 events (one step copied 91 times) 8.3 M pairs and a 4 s overview.
+    ts = events["ts"].to_numpy()  # the events are in order of start
+    pairs = pd.merge_asof(pd.DataFrame({"dst": work, "ts": ts[work], "key": correlation[work]}),
+                          pd.DataFrame({"src": calls, "ts": ts[calls], "key": keys}),
+                          on="ts", by="key", direction="backward", allow_exact_matches=True).dropna()
     return pairs["src"].to_numpy(np.int64), pairs["dst"].to_numpy(np.int64)
 
 

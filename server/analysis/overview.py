@@ -49,7 +49,7 @@ CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloa
 
 # Versions of what the trace's store keeps (server/derived.py): bump when the result changes.
 BREAKDOWN_VERSION = 1  # step_breakdown
-OVERVIEW_VERSION = 3  # worker_overview, with every rule of RULES and the analyses they read
+OVERVIEW_VERSION = 4  # worker_overview, with every rule of RULES and the analyses they read
 
 
 def step_breakdown(events: pd.DataFrame, steps: Steps) -> pd.DataFrame:

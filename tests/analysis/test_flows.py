@@ -68,3 +68,21 @@ def test_too_many_pairs_are_counted_not_listed():
     few = flows.window_flows(tables, index, layout.lane_of, layout.row_of, 0, 25)
     assert few["total"] == 3 and few["cat"] == ["ac2g"] * 3
     assert few["from_lane"] != few["to_lane"] and few["to_us"] == [3.0, 13.0, 23.0]
+
+
+def test_a_correlation_id_used_again_pairs_each_piece_of_work_with_the_last_call_before_it():
+    """A step's events copied (traces joined end to end): each kernel goes with its own copy's launch,
+    not with every call of its id (which made a copied trace's pairs grow with the square of the copies)."""
+    t = Trace()
+    for copy in range(3):
+        base = copy * 1000
+        t.runtime("cudaLaunchKernel", base, 5, correlation=7)
+        t.kernel("k", base + 20, 10, correlation=7)
+        t.kernel("k_graph", base + 40, 10, correlation=7)  # a second piece of work of the same call
+    t.kernel("k_orphan", -500, 10, correlation=7)  # before any call of its id: no pair
+    tables, _, index = indexed(t)
+    calls, ts = rows_named(tables, "cudaLaunchKernel"), tables.events["ts"].to_numpy()
+    pairs = sorted((int(s), int(d)) for s, d in zip(index.src, index.dst))
+    expected = sorted((call, work) for call in calls for work in rows_named(tables, "k") + rows_named(tables, "k_graph")
+                      if 0 <= ts[work] - ts[call] < 1000)
+    assert pairs == expected and len(pairs) == 6
