@@ -278,12 +278,13 @@ def derive_parsed(worker: str, computed: dict[str, Any], tables: TraceTables, wr
                   names: tuple[str, ...] | None = None) -> None:
     """While a parsed trace's entry is written (trace/load.py store_trace's `meanwhile`): the items of `names`
     (default: its load items) in order, with what they are made from, computed from the parsed tables into
-    `computed`, until `written()` (derive, or a Derivation given `computed`, stores them)."""
+    `computed` (derive, or a Derivation given `computed`, stores them): those of the first page (FIRST_PAGE
+    and what it is made from) in any case, the others until `written()`."""
     derivation = Derivation(None, lambda: tables, worker)
     order = names or load_items(len(tables.events))
-    # What the first page shows comes from these tables in any case: the entry is written around the page
-    # cache (trace/entry.py), so reading it back from the disk instead took 3 s of the synthetic trace's
-    # cold start on the machine measured. The rest, while the entry is being written.
+    # The first page waits for no table to be written, mapped and checked: a big entry's tables are written
+    # around the page cache (trace/entry.py), and computed from the stored tables the first page took 3 s
+    # more of the synthetic trace's cold start on the machine measured, before they were read back.
     first = set(_with_needs((FIRST_PAGE,))) if FIRST_PAGE in order else set()
     try:
         for name in order:

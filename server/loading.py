@@ -76,9 +76,9 @@ def _load(task: int, path: str, size: int, mtime: float, worker: str, stores: li
             entry = None
     computed: dict[str, Any] = {}
     if entry is None:
-        # The parsed tables serve this process's items too: a big entry's tables were written around the page
-        # cache (trace/entry.py), and mapped they would be read back from the disk (the operator view's first
-        # answer waited 1 s longer for that on the synthetic trace). A helper computing items maps them.
+        # The parsed tables serve this process's items too, unmapped and unchecked: computed from the stored
+        # tables (written around the page cache: trace/entry.py), the operator view's first answer waited 1 s
+        # longer on the synthetic trace, before they were read back. A helper computing items maps them.
         entry, tables = store_trace(path, size, mtime, stores, max_bytes=max_bytes, on_progress=report,
                                     helpers=_helpers_for(size), shared=shared,
                                     meanwhile=partial(_derive_parsed, worker, computed))

@@ -307,7 +307,7 @@ class _EntryFile:
     in a page-aligned staging buffer; a file that outgrows it is written around the page cache (O_DIRECT,
     where the file system allows it), a smaller one through the page cache at the end. On the machine
     measured (a VM whose host takes back free memory) a buffered write of 80 MB took 0.72 s, written direct
-    0.08-0.11 s and then read back from the disk, mapped, 0.15 s (/tmp/pc.py of session 6); the synthetic
+    0.08-0.11 s and then read back from the disk, mapped, 0.15 s (one process, 2 s idle before each); the synthetic
     1.1 GB trace's 316 MB of tables took 2.6-5.1 s of its cold start through the page cache. On a machine
     without that cost the two ways are within a tenth of a second of each other for such files on an SSD.
     A table written direct is then read back (`read_back`, its path) into the page cache: the server maps
