@@ -54,7 +54,7 @@ from serving import answers, code_version, get, logdir_of, serve_logdir, tree_me
 from trace_window import walk
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_TRACES = [Path("/work/big/llama_32l/vm_593.1796197068929467575.pt.trace.json"),
+DEFAULT_TRACES = [next(Path("/work/big/llama_32l").glob("*.pt.trace.json"), Path("/work/big/llama_32l/missing.pt.trace.json")),
                   Path("/work/big/synth/h100_worker0.1795349296458661465.pt.trace.json")]
 SMALL_TRACE = ROOT / "examples/logdir/loss_sync_after/vm_471.1796155657212980565.pt.trace.json.gz"
 MEASURES = ("cold", "views", "window", "reopen", "shutdown", "summary", "runs")

@@ -13,6 +13,7 @@ pieces are joined (TEXT_OF).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import IntEnum
 from itertools import repeat
 from operator import attrgetter, is_not, itemgetter
 from typing import Any, Callable, Iterable, Sequence
@@ -109,10 +110,21 @@ def _subset(texts: Encoded, rows: np.ndarray) -> Encoded:
     return Encoded(texts.codes[rows], texts.values)
 
 
-# ph values by the table they feed.
-_COMPLETE, _FLOW, _INSTANT, _COUNTER, _META, _BEGIN_END, _OTHER = range(7)
-_PH_TABLE = {"X": _COMPLETE, "s": _FLOW, "f": _FLOW, "t": _FLOW, "i": _INSTANT, "I": _INSTANT,
-             "C": _COUNTER, "M": _META, "B": _BEGIN_END, "E": _BEGIN_END}
+class Table(IntEnum):
+    """Which table an event feeds, by its ph."""
+
+    COMPLETE, FLOW, INSTANT, COUNTER, META, BEGIN_END, OTHER = range(7)
+
+
+_PH_TABLE = {"X": Table.COMPLETE, "s": Table.FLOW, "f": Table.FLOW, "t": Table.FLOW, "i": Table.INSTANT,
+             "I": Table.INSTANT, "C": Table.COUNTER, "M": Table.META, "B": Table.BEGIN_END, "E": Table.BEGIN_END}
+
+
+def routed(ph: Encoded) -> tuple[np.ndarray, dict[Table, np.ndarray]]:
+    """(each event's Table, the rows of each table but BEGIN_END and OTHER) from the events' ph."""
+    table = np.array([_PH_TABLE.get(v, Table.OTHER) for v in ph.values], dtype=np.int8)[ph.codes]
+    return table, {t: np.flatnonzero(table == t) for t in (Table.COMPLETE, Table.FLOW, Table.INSTANT, Table.COUNTER,
+                                                           Table.META)}
 
 
 def _take(items: Sequence[Any], rows: np.ndarray) -> list[Any]:
@@ -239,21 +251,19 @@ def read_piece(decoded: DecodedEvents) -> PieceColumns:
     cols = PieceColumns(count=decoded.count, lenient=decoded.lenient, skipped=decoded.skipped,
                         repaired=decoded.repaired)
     shared = _shared_texts(events)
-    ph = shared["ph"]
-    table = np.array([_PH_TABLE.get(v, _OTHER) for v in ph.values], dtype=np.int8)[ph.codes]
-    rows = {t: np.flatnonzero(table == t) for t in (_COMPLETE, _FLOW, _INSTANT, _COUNTER, _META)}
-    x_rows = rows[_COMPLETE]
+    table, rows = routed(shared["ph"])
+    x_rows = rows[Table.COMPLETE]
     cols.x = _complete(_take(events, x_rows), {k: _subset(shared[k], x_rows) for k in ("cat", "pid", "tid")},
                        x_rows if index is None else index[x_rows])
-    instant_rows = rows[_INSTANT]
+    instant_rows = rows[Table.INSTANT]
     mem_rows = instant_rows[[e.name == "[memory]" for e in _take(events, instant_rows)]]
     cols.mem = _memory(_take(events, mem_rows), {k: _subset(shared[k], mem_rows) for k in ("pid", "tid")})
-    cols.flow = _flows(_take(events, rows[_FLOW]), {k: _subset(shared[k], rows[_FLOW]) for k in shared})
-    for i in rows[_COUNTER].tolist():
-        _add_counter(cols.counter, decoded.raws[i])
-    for ev in _take(events, rows[_META]):
-        _add_meta(cols, ev)
-    cols.unpaired_begin_end = int(np.count_nonzero(table == _BEGIN_END))
+    cols.flow = _flows(_take(events, rows[Table.FLOW]), {k: _subset(shared[k], rows[Table.FLOW]) for k in shared})
+    for i in rows[Table.COUNTER].tolist():
+        add_counter(cols.counter, decoded.raws[i])
+    for ev in _take(events, rows[Table.META]):
+        add_meta(cols, ev)
+    cols.unpaired_begin_end = int(np.count_nonzero(table == Table.BEGIN_END))
     return cols
 
 
@@ -323,7 +333,8 @@ def _flows(flows: list[Event], shared: dict[str, Encoded]) -> dict[str, Any]:
     }
 
 
-def _add_counter(counter: dict[str, list], raw: Any) -> None:
+def add_counter(counter: dict[str, list], raw: Any) -> None:
+    """Add the numeric series of a counter event (its raw JSON) to `counter`."""
     ev = decode_counter(raw)
     if ev is None or ev.args is None:  # a counter without values: nothing to plot
         return
@@ -336,7 +347,8 @@ def _add_counter(counter: dict[str, list], raw: Any) -> None:
             counter["value"].append(float(value))
 
 
-def _add_meta(cols: PieceColumns, ev: Event) -> None:
+def add_meta(cols: PieceColumns, ev: Event) -> None:
+    """Take a process's or thread's name, labels or sort index from a metadata event."""
     pid = _ident(ev.pid)
     if ev.name.startswith("process_"):
         target = cols.processes.setdefault(pid, {})

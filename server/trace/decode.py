@@ -150,7 +150,12 @@ _ANY_DECODER = msgspec.json.Decoder()
 _BASIC_FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "bp")
 
 
-def decode_counter(raw: msgspec.Raw) -> CounterEvent | None:
+def decode_event(raw: msgspec.Raw | bytes | memoryview) -> Event:
+    """One event that the typed decode of its array already read (schema.Event)."""
+    return _EVENT_DECODER.decode(raw)
+
+
+def decode_counter(raw: msgspec.Raw | bytes | memoryview) -> CounterEvent | None:
     """Decode a `ph: "C"` event with its free-form args; None if it is unreadable."""
     try:
         return _COUNTER_DECODER.decode(raw)

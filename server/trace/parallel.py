@@ -40,6 +40,7 @@ except ImportError:  # Windows
 from .columns import PieceColumns, read_piece
 from .decode import CHUNK_EVENTS, DecodedTrace, decode_events, decode_raw_events, split_events
 from .read import FileSpan, TraceFile
+from .scan import scan_piece
 
 PIECE_BYTES = 8 << 20
 # Raw events per piece when the array is read as a list of raw events (a repaired document).
@@ -174,9 +175,11 @@ def give_back_memory() -> None:
 
 
 def read_text(text: bytes | bytearray | memoryview) -> PieceColumns:
-    """Columns of one piece ("[event, ...]"); runs in a helper process too."""
+    """Columns of one piece ("[event, ...]"): by the native scanner where it reads the piece, else by
+    msgspec's typed decode (the same columns); runs in a helper process too."""
     with small_pages():
-        return read_piece(decode_events(text))
+        scanned = scan_piece(text)
+        return scanned if scanned is not None else read_piece(decode_events(text))
 
 
 # This process's buffer for pieces of files, kept for the next piece: fresh memory costs a page
