@@ -10,25 +10,37 @@ from pathlib import Path
 
 import pytest
 
+from processes import stop_process
+
 pytest.importorskip("torch", reason="the collectors need PyTorch (pip install -e '.[collect]')")
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def collect(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "profboard.server.cli", "collect", *args],
-                            capture_output=True, text=True, timeout=timeout, cwd=REPO)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
+def collect(*args: str) -> None:
+    """`profboard collect ARGS` in this process, which has imported torch already (a fresh Python
+    spends seconds of CPU importing it again)."""
+    from profboard.server.cli import main
+
+    assert main(["collect", *args]) == 0
 
 
 @pytest.fixture(scope="module")
 def collected(tmp_path_factory, start_app):
     logdir = tmp_path_factory.mktemp("collected")
-    collect("loss_sync", "--logdir", str(logdir), "--device", "cpu", "--sync-events")  # no sync events on a CPU: runs all the same
-    collect("loss_sync", "--fixed", "--logdir", str(logdir), "--device", "cpu", "--repeat", "2")
-    # six steps: CPU timings are noisy, the slowed rank must be last at most of them
-    collect("ddp", "--logdir", str(logdir), "--device", "cpu", "--straggler", "1", "--nproc", "2", "--steps", "6")
+    # ddp as a user starts it, the command starting torchrun; its ranks wait on each other and on the
+    # straggler's sleeps, so the loss_sync runs are written meanwhile.
+    # Six steps: CPU timings are noisy, the slowed rank must be last at most of them.
+    ddp = subprocess.Popen([sys.executable, "-m", "profboard.server.cli", "collect", "ddp", "--logdir", str(logdir),
+                            "--device", "cpu", "--straggler", "1", "--nproc", "2", "--steps", "6"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+    try:
+        collect("loss_sync", "--logdir", str(logdir), "--device", "cpu", "--sync-events")  # no sync events on a CPU: runs all the same
+        collect("loss_sync", "--fixed", "--logdir", str(logdir), "--device", "cpu", "--repeat", "2")
+        output, _ = ddp.communicate(timeout=300)
+    finally:
+        stop_process(ddp)
+    assert ddp.returncode == 0, output[-3000:]
     app = start_app(logdir, expect=["loss_sync_before", "loss_sync_after", "ddp_straggler_rank1"], timeout=120)
     yield app
     app.stop()
