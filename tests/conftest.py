@@ -41,11 +41,20 @@ def require_fixture(relative: str) -> Path:
     return path
 
 
+# The groups that take longest (`make test`'s --durations on 2 cores: tens of seconds each), slowest first. Handed
+# out last, as xdist's order (most tests first) had them, one kept a worker busy for a minute after
+# the other had finished.
+SLOWEST_FIRST = ["fixtures_agreement", "tests/api/test_remote.py", "tests/index/test_index.py",
+                 "tests/collectors/test_workloads.py", "tests/api/test_connections.py", "tests/trace/test_parallel.py",
+                 "tests/api/test_shutdown.py"]
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """Under pytest-xdist with `--dist loadgroup` (make test): a module's tests run together on one
     worker, as its module fixtures expect (a module split over two workers sets them up twice; the
     collectors' fixture alone costs 25 s), and all the shared-fixture agreement tests run on one
-    worker, so each shared trace is read once per run (tests/fixtures_agreement/shared_traces.py).
+    worker, so each shared trace is read once per run (tests/fixtures_agreement/shared_traces.py);
+    the slowest groups are handed out first (SLOWEST_FIRST).
 
     A scheduler rather than xdist_group marks: xdist 3.8 puts a test's group into its node id, which
     pytest 9.2 no longer lets a plugin change, so the marks were silently ignored."""
@@ -57,6 +66,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::")[0]
             return "fixtures_agreement" if module.startswith("tests/fixtures_agreement/") else module
+
+        def _assign_work_unit(self, node) -> None:
+            # xdist hands out the modules with the most tests first; the slowest go before them
+            for scope in SLOWEST_FIRST:
+                if scope in self.workqueue:
+                    self.workqueue.move_to_end(scope, last=False)
+                    break
+            super()._assign_work_unit(node)
 
     return ByModule(config, log)
 
