@@ -15,6 +15,9 @@ class Settings:
     max_trace_bytes: int = DEFAULT_MAX_BYTES
     # A loaded snapshot takes several times its pickle's size in memory.
     max_snapshot_bytes: int = 1 << 30
+    # Processor time of each step of a snapshot's process, plus 1 s per 4 MiB of pickle (server/snapshot/worker.py):
+    # past it, the snapshot is refused (a pickle can be built to hash for hours).
+    snapshot_cpu_seconds: float = 5.0
     load_workers: int = 2  # processes that parse traces in parallel
     # Bytes the traces' providers may hold in the server (categories, derived data, memoised answers;
     # the store's mapped files are the OS's page cache): past it, traces viewed least recently let go.

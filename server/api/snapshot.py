@@ -288,7 +288,8 @@ def _cache(request: Request) -> SnapshotCache:
     state = request.app.state
     with _CACHE_LOCK:
         if getattr(state, "snapshots", None) is None:
-            state.snapshots = SnapshotCache(state.settings.max_snapshot_bytes)
+            state.snapshots = SnapshotCache(state.settings.max_snapshot_bytes,
+                                            cpu_seconds=state.settings.snapshot_cpu_seconds)
         return state.snapshots
 
 

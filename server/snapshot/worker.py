@@ -30,6 +30,7 @@ import time
 import traceback
 from typing import Any, Callable
 
+from ..settings import Settings
 from .errors import NotASnapshot, SnapshotError, SnapshotTooLarge, UnsafeSnapshot
 from .history import DeviceHistory, build_history, segment_devices
 from .sites import SiteOrder, top_sites
@@ -46,7 +47,7 @@ except ImportError:  # Windows: no limits of its own; the server's wait for each
 log = logging.getLogger("profboard")
 _REFUSALS = {cls.__name__: cls for cls in (NotASnapshot, SnapshotTooLarge, UnsafeSnapshot)}
 
-CPU_SECONDS = 5.0
+CPU_SECONDS = Settings.snapshot_cpu_seconds
 CPU_BYTES_PER_SECOND = 4 << 20
 MEMORY_PER_BYTE = 32
 MEMORY_BASE = 256 << 20

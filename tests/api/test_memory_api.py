@@ -53,7 +53,8 @@ def memory_server(start_app, tmp_path_factory: pytest.TempPathFactory):
     (root / "hostile" / "laughs.pickle").write_bytes(pickle.dumps({"segments": [laughs] * 2000}))
     # A dict key that is a pair of pairs ... 40 deep: 2**40 steps to hash, inside the unpickler.
     (root / "hostile" / "slow.pickle").write_bytes(b"\x80\x04}(\x8c\x08segments])" + b"2\x86" * 40 + b"K\x01u.")
-    server = start_app(root, max_snapshot_bytes=64 << 20,
+    # slow.pickle is refused after 1 s of processor time rather than the default 5
+    server = start_app(root, max_snapshot_bytes=64 << 20, snapshot_cpu_seconds=1,
                        expect=["resnet50", "legacy", "no_memory", "snapshot_only", "unsafe", "hostile"])
     server.marker = marker
     yield server
