@@ -15,8 +15,10 @@ empty cache and measures
 shutdown: a server on an empty cache gets SIGINT, in another run SIGTERM, SIGNAL_AFTER_S seconds
 after its first /api/runs answer, while the trace is still loading: until the whole tree is gone.
 summary: `profboard summary` of fixtures/big as a whole process, on an empty cache (cold) and again
-(warm), and torch-tb-profiler 0.4.3's RunLoader.load of the same file in the same run
-(bench/reference_plugin.py installs it into bench/.ref-venv on first use).
+(warm); its load alone, timed after the imports in a process of its own (bench/summary_load.py), as the
+reference is timed; and torch-tb-profiler 0.4.3's RunLoader.load of the same file in the same run
+(bench/reference_plugin.py installs it into bench/.ref-venv on first use), whose ratio to profboard's load
+is the target, whole processes compared beside it.
 runs: a logdir of --runs runs (hard links of one small trace of the repository): start to the first
 /api/runs answer that lists them all (and how long that answer took: the rest is the server's start,
 imports and discovery before it listens); then the overview of the run listed last (the last in the
@@ -153,11 +155,20 @@ def _summary_seconds(logdir: Path, cache: Path) -> float:
     return time.perf_counter() - t
 
 
+def _summary_load_seconds(logdir: Path, cache: Path) -> float:
+    """The load alone, after the imports, in a process of its own (bench/summary_load.py)."""
+    with logdir_of(SMALL_TRACE) as small:
+        done = subprocess.run([sys.executable, str(Path(__file__).with_name("summary_load.py")), str(small),
+                               str(logdir), str(cache)], check=True, capture_output=True, text=True)
+    return float(done.stdout.split()[-1])
+
+
 def _summary(trace: Path) -> dict:
     _into_page_cache(trace)
-    with logdir_of(trace) as logdir, tempfile.TemporaryDirectory() as cache:
+    with logdir_of(trace) as logdir, tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as other:
         cold = _summary_seconds(logdir, Path(cache))
-        return {"summary_cold_s": cold, "summary_warm_s": _summary_seconds(logdir, Path(cache))}
+        return {"summary_cold_s": cold, "summary_warm_s": _summary_seconds(logdir, Path(cache)),
+                "summary_load_s": _summary_load_seconds(logdir, Path(other))}
 
 
 @contextmanager
@@ -293,14 +304,21 @@ def main() -> None:
         runs = [_safely(_summary, args.summary_trace) for _ in range(args.repeat)]
         reference = measure(str(args.summary_trace), args.repeat, loader=True)
         result["summary"] = {"runs": runs, "reference": reference}
-        cold = _median(runs, "summary_cold_s")
-        ratio = reference["median_s"] / cold if reference.get("median_s") and cold else None
+        cold, load = _median(runs, "summary_cold_s"), _median(runs, "summary_load_s")
+        # The reference is timed from after its imports (reference_plugin.py); so is profboard's load. Whole
+        # processes are compared too: the reference's includes its imports and the spawn of its worker.
+        ref_process = statistics.median(reference["process_seconds"]) if reference.get("process_seconds") else None
+        ratio = reference["median_s"] / load if reference.get("median_s") and load else None
         lines += [f"profboard summary of {args.summary_trace.name}, medians of {args.repeat}:",
                   _row("cold, whole process", "summary_cold_s", cold, "s"),
+                  _row("cold, the load alone (after the imports)", "", load, "s"),
                   _row("warm, whole process", "summary_warm_s", _median(runs, "summary_warm_s"), "s"),
                   _row("torch-tb-profiler 0.4.3 RunLoader.load", "", reference.get("median_s"), "s")
                   + (f"   ({reference['error']})" if "error" in reference else ""),
-                  _row("  its time / profboard cold", "reference_ratio", ratio, "x")]
+                  _row("  its whole process", "", ref_process, "s"),
+                  _row("  its load / profboard's load", "reference_ratio", ratio, "x"),
+                  _row("  its whole process / profboard's", "", ref_process / cold if ref_process and cold else None,
+                       "x")]
     if "runs" in only:
         runs = [_safely(_runs, args.runs, args.idle_wait) for _ in range(args.repeat)]
         result["runs"] = runs

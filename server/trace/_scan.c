@@ -119,26 +119,25 @@ static int buf_reserve(Buf *b, size_t more) {
     return 0;
 }
 
-/* ---- interning: the distinct tokens of a text column, each made a Python value once ---- */
+/* ---- interning: the distinct tokens of a text column, in order of first appearance ---- */
 
 typedef struct { const char *key; size_t len; uint64_t hash; int32_t code; } Slot;
 typedef struct {
     Slot *slots;
-    size_t cap, used;
-    PyObject *values;
-    Slot last;  /* the token seen last: consecutive events mostly repeat pid, tid, ph and cat */
+    size_t cap;
+    Buf tokens;  /* the distinct tokens (Slot) in code order: made Python values once the scan is over */
+    Slot last;   /* the token seen last: consecutive events mostly repeat pid, tid, ph and cat */
 } Interner;
 
 static int interner_init(Interner *t) {
-    t->cap = 64, t->used = 0;
+    t->cap = 64;
     t->slots = PyMem_RawCalloc(t->cap, sizeof(Slot));
-    t->values = PyList_New(0);
-    return t->slots && t->values ? 0 : -1;
+    return t->slots ? 0 : -1;
 }
 
 static void interner_free(Interner *t) {
     PyMem_RawFree(t->slots);
-    Py_XDECREF(t->values);
+    PyMem_RawFree(t->tokens.data);
 }
 
 static int interner_grow(Interner *t) {
@@ -156,35 +155,23 @@ static int interner_grow(Interner *t) {
     return 0;
 }
 
-typedef PyObject *(*MakeValue)(const char *s, size_t n);
-static int32_t intern_new(Interner *t, const char *s, size_t n, MakeValue make, PyThreadState **released);
-
-/* The code of token s[0:n] (its value made by `make` on first sight, taking the GIL that the scan
-   released: *released); -1 on error, -2 when the token gives up the fast path (make returned NULL
-   without an exception). */
-static int32_t intern(Interner *t, const char *s, size_t n, MakeValue make, PyThreadState **released) {
+/* The code of token s[0:n]; -1 when memory runs out. Runs without the GIL. */
+static int32_t intern(Interner *t, const char *s, size_t n) {
     if (t->last.key && t->last.len == n && memcmp(t->last.key, s, n) == 0) return t->last.code;
-    int32_t code = intern_new(t, s, n, make, released);
-    if (code >= 0) t->last.key = s, t->last.len = n, t->last.code = code;
-    return code;
-}
-
-static int32_t intern_new(Interner *t, const char *s, size_t n, MakeValue make, PyThreadState **released) {
     uint64_t h = text_hash(s, n);
     size_t i = h & (t->cap - 1);
     for (; t->slots[i].key; i = (i + 1) & (t->cap - 1))
-        if (t->slots[i].hash == h && t->slots[i].len == n && memcmp(t->slots[i].key, s, n) == 0)
-            return t->slots[i].code;
-    PyEval_RestoreThread(*released);
-    PyObject *value = make(s, n);
-    int32_t code = (int32_t)PyList_GET_SIZE(t->values);
-    int failed = value ? PyList_Append(t->values, value) : PyErr_Occurred() ? -1 : -2;
-    Py_XDECREF(value);
-    *released = PyEval_SaveThread();
-    if (failed) return failed;
-    t->slots[i].key = s, t->slots[i].len = n, t->slots[i].hash = h, t->slots[i].code = code;
-    if (++t->used * 2 > t->cap && interner_grow(t)) return -1;
-    return code;
+        if (t->slots[i].hash == h && t->slots[i].len == n && memcmp(t->slots[i].key, s, n) == 0) break;
+    if (t->slots[i].key) {
+        t->last = t->slots[i];
+        return t->last.code;
+    }
+    Slot slot = {s, n, h, (int32_t)(t->tokens.len / sizeof(Slot))};
+    if (buf_reserve(&t->tokens, sizeof slot)) return -1;
+    memcpy(t->tokens.data + t->tokens.len, &slot, sizeof slot), t->tokens.len += sizeof slot;
+    t->slots[i] = t->last = slot;
+    if ((size_t)slot.code * 2 + 2 > t->cap && interner_grow(t)) return -1;
+    return slot.code;
 }
 
 /* ---- values made from tokens (NULL without an exception: give up the fast path) ---- */
@@ -256,7 +243,11 @@ static PyObject *make_id(const char *s, size_t n) { return s[0] == '"' ? make_st
 
 static PyObject *make_raw(const char *s, size_t n) { return PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "replace"); }
 
-static PyObject *make_none(const char *s, size_t n) { (void)s, (void)n; Py_RETURN_NONE; }
+/* bp: a text, or null (absent or given), which is the value None */
+static PyObject *make_bp(const char *s, size_t n) {
+    if (s[0] != '"') Py_RETURN_NONE;
+    return make_str(s, n);
+}
 
 static int parse_int64(const char *s, size_t n, int64_t *out);
 
@@ -282,6 +273,30 @@ static PyObject *make_dims(const char *s, size_t n) {
     return tuple;
 }
 
+typedef PyObject *(*MakeValue)(const char *s, size_t n);
+
+/* How each text column's tokens become values. */
+static const MakeValue MAKERS[N_TEXT] = {
+    [T_PH] = make_str, [T_CAT] = make_str, [T_NAME] = make_str, [T_PID] = make_id, [T_TID] = make_id,
+    [T_ID] = make_id, [T_BP] = make_bp, [T_GRID] = make_dims, [T_BLOCK] = make_dims, [T_IDIMS] = make_raw,
+    [T_IDIMS_OLD] = make_raw, [T_ITYPE] = make_raw, [T_STACK] = make_str, [T_GROUP] = make_id,
+    [T_META_NAME] = make_str, [T_LABELS] = make_str};
+
+/* The values of a column's distinct tokens, with the GIL; NULL without an exception where one of them
+   gives up the fast path. */
+static PyObject *values_of(const Interner *t, MakeValue make) {
+    size_t n = t->tokens.len / sizeof(Slot);
+    PyObject *values = PyList_New((Py_ssize_t)n);
+    if (!values) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        const Slot *slot = (const Slot *)t->tokens.data + i;
+        PyObject *value = make(slot->key, slot->len);
+        if (!value) { Py_DECREF(values); return NULL; }
+        PyList_SET_ITEM(values, (Py_ssize_t)i, value);
+    }
+    return values;
+}
+
 /* ---- the scanner ---- */
 
 typedef struct {
@@ -289,7 +304,7 @@ typedef struct {
     int giveup;        /* the text is not read the fast way (not an error) */
     int args_seen;     /* a second args object would replace the first whole in msgspec */
     int escaped;       /* the last string scanned holds escapes */
-    PyThreadState *released;  /* the GIL is released while scanning, taken where values are made */
+    PyThreadState *released;  /* the GIL, released while scanning (taken for a number converted in full) */
     Interner text[N_TEXT];
     Buf codes[N_TEXT], ints[N_INT], floats[N_FLOAT], spans;
     /* the current event's values */
@@ -476,9 +491,8 @@ static int is_null(Scan *sc) {
 }
 
 /* Intern the token s..sc->p into column `column`. */
-static int set_code(Scan *sc, int column, const char *s, MakeValue make) {
-    int32_t code = intern(&sc->text[column], s, sc->p - s, make, &sc->released);
-    if (code == -2) GIVE_UP(sc);
+static int set_code(Scan *sc, int column, const char *s) {
+    int32_t code = intern(&sc->text[column], s, sc->p - s);
     if (code < 0) return -1;
     sc->cur_code[column] = code;
     return 0;
@@ -514,21 +528,21 @@ static int scan_field(Scan *sc, const Field *f) {
     switch (f->kind) {
     case K_STR:
         if (*s != '"' || scan_string(sc)) GIVE_UP(sc);
-        return set_code(sc, f->column, s, make_str);
+        return set_code(sc, f->column, s);
     case K_STR_NONE: case K_BP:
         if (is_null(sc)) {
             sc->p += 4;
-            if (f->kind == K_BP) return set_code(sc, f->column, s, make_none);
+            if (f->kind == K_BP) return set_code(sc, f->column, s);
             sc->cur_code[f->column] = -1;
             return 0;
         }
         if (*s != '"' || scan_string(sc)) GIVE_UP(sc);
-        return set_code(sc, f->column, s, make_str);
+        return set_code(sc, f->column, s);
     case K_ID:
         if (is_null(sc)) { sc->p += 4; sc->cur_code[f->column] = -1; return 0; }
         if (*s == '"') { if (scan_string(sc)) GIVE_UP(sc); }
         else if (scan_number(sc, &integer) || !integer) GIVE_UP(sc);
-        return set_code(sc, f->column, s, make_id);
+        return set_code(sc, f->column, s);
     case K_NUM: {
         if (*s != '-' && (*s < '0' || *s > '9')) GIVE_UP(sc);
         if (scan_number(sc, &integer)) return -1;
@@ -564,10 +578,10 @@ static int scan_field(Scan *sc, const Field *f) {
     case K_DIMS:
         if (is_null(sc)) { sc->p += 4; sc->cur_code[f->column] = -1; return 0; }
         if (scan_dims(sc)) return -1;
-        return set_code(sc, f->column, s, make_dims);
+        return set_code(sc, f->column, s);
     case K_RAW:
         if (skip_value(sc, 1)) return -1;
-        return set_code(sc, f->column, s, make_raw);
+        return set_code(sc, f->column, s);
     case K_ARGS:
         if (*s != '{' || sc->args_seen++) GIVE_UP(sc);  /* an explicit null is not an Args either */
         return scan_object(sc, arg_keys);
@@ -614,12 +628,12 @@ static int scan_event(Scan *sc, const char *base) {
     static const int strs[] = {T_PH, T_CAT, T_NAME};
     for (int i = 0; i < 3; i++) {
         if (sc->cur_code[strs[i]] >= 0) continue;
-        int32_t code = intern(&sc->text[strs[i]], EMPTY, 2, make_str, &sc->released);
+        int32_t code = intern(&sc->text[strs[i]], EMPTY, 2);
         if (code < 0) return -1;
         sc->cur_code[strs[i]] = code;
     }
     if (sc->cur_code[T_BP] < 0) {
-        int32_t code = intern(&sc->text[T_BP], "null", 4, make_none, &sc->released);
+        int32_t code = intern(&sc->text[T_BP], "null", 4);
         if (code < 0) return -1;
         sc->cur_code[T_BP] = code;
     }
@@ -691,8 +705,15 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
     }
     if (!failed && !sc->giveup) {
         PyObject *values = PyList_New(N_TEXT);
-        if (values)
-            for (int i = 0; i < N_TEXT; i++) Py_INCREF(sc->text[i].values), PyList_SET_ITEM(values, i, sc->text[i].values);
+        for (int i = 0; values && i < N_TEXT; i++) {
+            PyObject *column = values_of(&sc->text[i], MAKERS[i]);
+            if (!column) {
+                Py_CLEAR(values);
+                if (!PyErr_Occurred()) sc->giveup = 1;  /* a text that is not UTF-8: msgspec refuses it */
+                break;
+            }
+            PyList_SET_ITEM(values, i, column);
+        }
         PyObject *spans = PyByteArray_FromStringAndSize(sc->spans.data ? sc->spans.data : "",
                                                         (Py_ssize_t)sc->spans.len);
         PyObject *codes = bufs_out(sc->codes, N_TEXT), *ints = bufs_out(sc->ints, N_INT);
@@ -700,9 +721,8 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
         if (values && spans && codes && ints && floats)
             result = Py_BuildValue("(iOOOOO)", count, codes, values, ints, floats, spans);
         Py_XDECREF(values), Py_XDECREF(spans), Py_XDECREF(codes), Py_XDECREF(ints), Py_XDECREF(floats);
-    } else if (!failed) {
-        result = Py_NewRef(Py_None);
     }
+    if (!result && !PyErr_Occurred()) result = Py_NewRef(Py_None);  /* gave up */
     for (int i = 0; i < N_TEXT; i++) interner_free(&sc->text[i]), PyMem_RawFree(sc->codes[i].data);
     for (int i = 0; i < N_INT; i++) PyMem_RawFree(sc->ints[i].data);
     for (int i = 0; i < N_FLOAT; i++) PyMem_RawFree(sc->floats[i].data);

@@ -40,7 +40,7 @@ except ImportError:  # Windows
 from .columns import PieceColumns, read_piece
 from .decode import CHUNK_EVENTS, DecodedTrace, decode_events, decode_raw_events, split_events
 from .read import FileSpan, TraceFile
-from .scan import scan_piece
+from .scan import available as scanner_available, scan_piece
 
 PIECE_BYTES = 8 << 20
 # Raw events per piece when the array is read as a list of raw events (a repaired document).
@@ -182,19 +182,18 @@ def read_text(text: bytes | bytearray | memoryview) -> PieceColumns:
         return scanned if scanned is not None else read_piece(decode_events(text))
 
 
-# This process's buffer for pieces of files, kept for the next piece: fresh memory costs a page
-# fault per 4 KB, a second per GB on the machines measured.
-_buffer = bytearray()
+# Each thread's buffer for pieces of files, kept for its next piece: fresh memory costs a page fault
+# per 4 KB, a second per GB on the machines measured.
+_buffers = threading.local()
 
 
 def read_file_piece(file: TraceFile, start: int, stop: int) -> PieceColumns:
     """Columns of the events in bytes start..stop of `file`; runs in a helper process too.
     Raises read.FileChanged when the file is not the one the load opened."""
-    global _buffer
     size = stop - start + 2
-    if len(_buffer) < size:
-        _buffer = bytearray(size + size // 4)  # pieces differ in size: room for the next ones
-    text = memoryview(_buffer)[:size]
+    if len(getattr(_buffers, "buffer", b"")) < size:
+        _buffers.buffer = bytearray(size + size // 4)  # pieces differ in size: room for the next ones
+    text = memoryview(_buffers.buffer)[:size]
     text[0], text[-1] = ord("["), ord("]")
     file.read_into(text[1:-1], start)
     return read_text(text)
@@ -264,11 +263,50 @@ def _read_jobs(jobs: list[Job], helpers: Helpers | None, report: Progress) -> li
         parts = _read_on_helpers(jobs, helpers, report)
         if parts is not None:
             return parts
+    threads = min(len(jobs), os.cpu_count() or 1)
+    if threads > 1 and scanner_available():
+        return _read_on_threads(jobs, threads, report)
     parts = []
     for job in jobs:
         parts.append(_run(job))
         report(len(parts) / len(jobs))
     return parts
+
+
+def _read_on_threads(jobs: list[Job], threads: int, report: Progress) -> list[PieceColumns]:
+    """The pieces' columns, read by `threads` threads of this process, each taking the next piece: the
+    native scanner releases the GIL for most of a piece (a trace without helpers: `profboard summary`,
+    a loader's trace under the size that starts one)."""
+    parts: list[PieceColumns | None] = [None] * len(jobs)
+    lock = threading.Lock()
+    taken = done = 0
+    failed: list[BaseException] = []
+
+    def read() -> None:
+        nonlocal taken, done
+        while True:
+            with lock:
+                if taken == len(jobs) or failed:
+                    return
+                i, taken = taken, taken + 1
+            try:
+                parts[i] = _run(jobs[i])
+            except BaseException as exc:  # noqa: BLE001 (raised in the calling thread)
+                failed.append(exc)
+                return
+            with lock:
+                done += 1
+                report(done / len(jobs))
+
+    workers = [threading.Thread(target=read, name="profboard-pieces", daemon=True) for _ in range(threads - 1)]
+    for worker in workers:
+        worker.start()
+    read()
+    for worker in workers:
+        worker.join()
+    if failed:
+        raise failed[0]
+    return parts  # type: ignore[return-value]
 
 
 def _read_on_helpers(jobs: list[Job], helpers: Helpers, report: Progress) -> list[PieceColumns] | None:

@@ -235,3 +235,32 @@ def test_a_dead_helper_means_one_process_not_a_failed_load(small_pieces):
         dying.pool.shutdown()
     assert dying.broken
     assert_same(one_piece(data), split)
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    """Pieces read by two threads of this process, as a load without helpers on two cores reads them."""
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+    threads = []
+    read_on_threads = parallel._read_on_threads
+    monkeypatch.setattr(parallel, "_read_on_threads", lambda *a: threads.append(a[1]) or read_on_threads(*a))
+    return threads
+
+
+@pytest.mark.parametrize("path", REAL[:2], ids=lambda p: f"{p.parent.name}/{p.name.split('.')[0]}")
+def test_pieces_read_on_threads_come_out_the_same(two_threads, small_pieces, read_chunk, path):
+    data = gzip.decompress(path.read_bytes())
+    assert_same(one_piece(data), parse_trace_bytes(data))
+    assert two_threads == [2]
+
+
+@pytest.mark.parametrize("case", ["not-utf8", "nan-tokens"])
+def test_damage_found_on_threads_is_handled_as_in_one_thread(two_threads, small_pieces, case):
+    """A piece read leniently (text that is not UTF-8) or not valid JSON (NaN: the document is then read
+    whole by decode_trace) on one of the threads."""
+    events = busy()
+    events[len(events) // 2] = event(name="MARK", ts=5, dur="DUR")
+    data = to_bytes({"traceEvents": events})
+    data = data.replace(b"MARK", b"b\xff\xfec") if case == "not-utf8" else data.replace(b'"DUR"', b"NaN")
+    assert_same(one_piece(data), parse_trace_bytes(data))
+    assert two_threads

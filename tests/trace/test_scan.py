@@ -13,10 +13,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from profboard.server.trace import scan
+import pandas as pd
+
+from profboard.server.trace import parallel, scan
 from profboard.server.trace.columns import ARG_DTYPES, Absent, Encoded, PieceColumns, read_piece
 from profboard.server.trace.decode import decode_events, find_events
 from profboard.server.trace.parallel import cut_points, read_text
+from profboard.server.trace.parse import parse_trace_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "fixtures"
@@ -182,3 +185,21 @@ def test_decimal_numbers_convert_to_the_nearest_double():
     scanned = scan.scan_piece(text.encode())
     assert scanned is not None
     assert scanned.x["ts"].tolist() == [float(t) for t in texts]
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "examples" / "logdir").glob("*/*.pt.trace.json.gz"))[:3],
+                         ids=lambda p: p.parent.name)
+def test_a_real_trace_has_the_tables_the_python_reader_gives_it(path, monkeypatch):
+    """The pieces' columns joined (tables.py): categories in the same order, every column alike."""
+    data = gzip.decompress(path.read_bytes())
+    monkeypatch.setattr(parallel, "PIECE_BYTES", 64 << 10)  # many pieces, each scanned
+    scanned = parse_trace_bytes(data)
+    monkeypatch.setattr(parallel, "scan_piece", lambda text: None)
+    read = parse_trace_bytes(data)
+    for name in ("events", "memory", "flows", "counters"):
+        a, b = getattr(scanned, name), getattr(read, name)
+        pd.testing.assert_frame_equal(a, b, check_exact=True, check_categorical=True)
+        for column in a.columns:
+            if isinstance(a[column].dtype, pd.CategoricalDtype):
+                assert a[column].cat.categories.tolist() == b[column].cat.categories.tolist(), (name, column)
+    assert (scanned.metadata, scanned.warnings) == (read.metadata, read.warnings)
