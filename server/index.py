@@ -99,6 +99,9 @@ def _one_line(text: str) -> str:
 
 Task = tuple[str, int, float, str]
 
+# How long a scheduler address is tried before it counts as unreachable.
+SCHEDULER_TIMEOUT = "10s"
+
 
 def _in_process(tasks: list[Task], store: str, max_bytes: int) -> Iterator[Indexed]:
     for path, size, mtime, worker in tasks:
@@ -112,7 +115,7 @@ def _on_dask(tasks: list[Task], store: str, max_bytes: int, scheduler: str | Non
 
     if scheduler is not None:
         try:
-            client = Client(scheduler, timeout="10s")
+            client = Client(scheduler, timeout=SCHEDULER_TIMEOUT)
         except (OSError, TimeoutError, ValueError) as exc:
             raise BadInput(f"cannot reach the Dask scheduler at {scheduler}: {_one_line(str(exc))}") from None
         cluster = None
