@@ -44,6 +44,12 @@ class Flows:
     dst_span: tuple[np.ndarray, np.ndarray]
 
 
+def _distinct(ids: np.ndarray) -> bool:
+    """Whether no id repeats. A profiler numbers calls as they start, so in order of start they mostly
+    increase, which one pass shows (a hash of 1 M ids took 85 ms of the synthetic trace's overview)."""
+    return bool((ids[1:] > ids[:-1]).all()) or len(np.unique(ids)) == len(ids)
+
+
 def _launch_pairs(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     kind = events["kind"].to_numpy()
     correlation = events["correlation"].to_numpy()
@@ -51,7 +57,7 @@ def _launch_pairs(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     calls = np.flatnonzero(tied & of_kinds(kind, (Kind.RUNTIME, Kind.DRIVER)))
     work = np.flatnonzero(tied & of_kinds(kind, DEVICE_KINDS))
     keys = correlation[calls]
-    if len(np.unique(keys)) == len(keys):  # as a profiler writes them: one call per id, its work one or more
+    if _distinct(keys):  # as a profiler writes them: one call per id, its work one or more
         pairs = pd.DataFrame({"src": calls, "key": keys}).merge(
             pd.DataFrame({"dst": work, "key": correlation[work]}), on="key")
         return pairs["src"].to_numpy(np.int64), pairs["dst"].to_numpy(np.int64)
