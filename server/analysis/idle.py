@@ -47,6 +47,7 @@ from ..trace.schema import DEVICE_KINDS, LAUNCH_KINDS, Kind
 from . import ranges
 from .devices import device_of_kernels
 from .kinds import of_kinds
+from .lookup import positions_in_sorted
 from .records import clean_row
 from .steps import Steps
 
@@ -70,12 +71,11 @@ _NO_GAPS = Gaps(np.empty(0), np.empty(0), np.empty(0, dtype=np.int64))
 
 def _reindexed(values: pd.Series, wanted: np.ndarray) -> np.ndarray:
     """values.reindex(wanted) as floats (NaN where absent), for a groupby's answer (a sorted index of
-    distinct keys): a binary search, where pandas builds a hash table of the index on every call."""
-    keys = values.index.to_numpy()
-    if not len(keys):
+    distinct keys)."""
+    if not len(values):
         return np.full(len(wanted), np.nan)
-    at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
-    return np.where(keys[at] == wanted, values.to_numpy(dtype=np.float64)[at], np.nan)
+    at = positions_in_sorted(values.index.to_numpy(), wanted)
+    return np.where(at >= 0, values.to_numpy(dtype=np.float64)[at], np.nan)
 
 
 def idle_gaps(ts: np.ndarray, end: np.ndarray, launch_ts: np.ndarray, bounds: tuple[float, float] | None = None) -> Gaps:

@@ -26,6 +26,7 @@ import pandas as pd
 
 from ..trace.schema import DEVICE_KINDS, LAUNCH_KINDS, Kind
 from .kinds import of_kinds
+from .lookup import positions
 from .names import name_mask
 from .tensor_cores import is_tc_eligible_op, uses_tensor_cores
 
@@ -193,18 +194,6 @@ def climb(start: np.ndarray, up: np.ndarray,
         current[live[~ok]] = up[nodes[~ok]]
 
 
-def _lookup(keys: np.ndarray, table_keys: np.ndarray) -> np.ndarray:
-    """Position in `table_keys` of each key (first occurrence), -1 where absent."""
-    if not len(table_keys):
-        return np.full(len(keys), -1, dtype=np.int64)
-    # A stable sort keeps equal keys in table order, so the search finds the first. The keys (ids a
-    # trace numbers as it goes) come in long sorted runs: 2-3 times faster than pandas' hash table.
-    order = np.argsort(table_keys, kind="stable")
-    ordered = table_keys[order]
-    at = np.minimum(np.searchsorted(ordered, keys), len(ordered) - 1)
-    return np.where(ordered[at] == keys, order[at], -1)
-
-
 def build_op_tree(events: pd.DataFrame) -> OpTree:
     """The operator tree of every thread of one trace, with per-node times."""
     kind = events["kind"].to_numpy()
@@ -241,13 +230,13 @@ def build_op_tree(events: pd.DataFrame) -> OpTree:
     pids = len(events["pid"].cat.categories) + 1
     node_keys = external[rows] * pids + pid_codes[rows]
     launches = np.flatnonzero(of_kinds(kind, LAUNCH_KINDS) & (external > 0))
-    launch_node = _lookup(external[launches] * pids + pid_codes[launches], np.where(external[rows] > 0, node_keys, -1))
+    launch_node = positions(np.where(external[rows] > 0, node_keys, -1), external[launches] * pids + pid_codes[launches])
     launch_node = np.where(launch_node >= 0, owner[np.maximum(launch_node, 0)], -1)
 
     correlation = events["correlation"].to_numpy()
     device_rows = np.flatnonzero(of_kinds(kind, DEVICE_KINDS) & timed)
     with_runtime = launches[correlation[launches] >= 0]
-    runtime_of = _lookup(correlation[device_rows], correlation[with_runtime])
+    runtime_of = positions(correlation[with_runtime], correlation[device_rows])
     runtime_of = np.where(correlation[device_rows] >= 0, runtime_of, -1)
     launcher = np.full(len(events), -1, dtype=np.int64)
     launcher[launches] = launch_node
