@@ -450,6 +450,38 @@ static int scan_literal(Scan *sc, const char *word, size_t n) {
 
 #define MAX_DEPTH 64
 
+/* Containers (arrays and objects) are read alike: open_container before the first element, next_element
+   after each. Both leave sc->p at the next token. */
+
+/* Past `open`: 1 when the container closes at once (`close`), 0 when an element follows, -1 not a container. */
+static int open_container(Scan *sc, char open, char close) {
+    if (sc->p >= sc->end || *sc->p != open) GIVE_UP(sc);
+    sc->p++;
+    skip_ws(sc);
+    if (sc->p < sc->end && *sc->p == close) { sc->p++; return 1; }
+    return 0;
+}
+
+/* After an element: 1 past `close`, 0 past a ',' (another element follows), -1 anything else. */
+static int next_element(Scan *sc, char close) {
+    skip_ws(sc);
+    if (sc->p >= sc->end) GIVE_UP(sc);
+    if (*sc->p == close) { sc->p++; return 1; }
+    if (*sc->p != ',') GIVE_UP(sc);
+    sc->p++;
+    skip_ws(sc);
+    return 0;
+}
+
+/* Past a key's ':' (sc->p after the key). */
+static int key_colon(Scan *sc) {
+    skip_ws(sc);
+    if (sc->p >= sc->end || *sc->p != ':') GIVE_UP(sc);
+    sc->p++;
+    skip_ws(sc);
+    return 0;
+}
+
 /* Any value, checked and passed over. */
 static int skip_value(Scan *sc, int depth) {
     if (sc->p >= sc->end) GIVE_UP(sc);
@@ -460,27 +492,15 @@ static int skip_value(Scan *sc, int depth) {
     case 'f': return scan_literal(sc, "false", 5);
     case 'n': return scan_literal(sc, "null", 4);
     case '[': case '{': {
-        char close = *sc->p == '[' ? ']' : '}';
+        char open = *sc->p, close = open == '[' ? ']' : '}';
         if (depth >= MAX_DEPTH) GIVE_UP(sc);
-        sc->p++;
-        skip_ws(sc);
-        if (sc->p < sc->end && *sc->p == close) { sc->p++; return 0; }
-        for (;;) {
-            if (close == '}') {
-                if (sc->p >= sc->end || *sc->p != '"' || scan_string(sc)) GIVE_UP(sc);
-                skip_ws(sc);
-                if (sc->p >= sc->end || *sc->p != ':') GIVE_UP(sc);
-                sc->p++;
-                skip_ws(sc);
-            }
+        int done = open_container(sc, open, close);
+        while (!done) {
+            if (open == '{' && (sc->p >= sc->end || *sc->p != '"' || scan_string(sc) || key_colon(sc))) GIVE_UP(sc);
             if (skip_value(sc, depth + 1)) return -1;
-            skip_ws(sc);
-            if (sc->p >= sc->end) GIVE_UP(sc);
-            if (*sc->p == close) { sc->p++; return 0; }
-            if (*sc->p != ',') GIVE_UP(sc);
-            sc->p++;
-            skip_ws(sc);
+            done = next_element(sc, close);
         }
+        return done < 0 ? -1 : 0;
     }
     default: return scan_number(sc, &integer);
     }
@@ -500,22 +520,15 @@ static int set_code(Scan *sc, int column, const char *s) {
 
 /* A list of int64 (grid, block). */
 static int scan_dims(Scan *sc) {
-    if (sc->p >= sc->end || *sc->p != '[') GIVE_UP(sc);
-    sc->p++;
-    skip_ws(sc);
-    if (sc->p < sc->end && *sc->p == ']') { sc->p++; return 0; }
-    for (;;) {
+    int done = open_container(sc, '[', ']');
+    while (!done) {
         const char *s = sc->p;
         int integer;
         int64_t v;
         if (scan_number(sc, &integer) || !integer || parse_int64(s, sc->p - s, &v)) GIVE_UP(sc);
-        skip_ws(sc);
-        if (sc->p >= sc->end) GIVE_UP(sc);
-        if (*sc->p == ']') { sc->p++; return 0; }
-        if (*sc->p != ',') GIVE_UP(sc);
-        sc->p++;
-        skip_ws(sc);
+        done = next_element(sc, ']');
     }
+    return done < 0 ? -1 : 0;
 }
 
 static int scan_object(Scan *sc, const KeySlot *keys);
@@ -591,28 +604,18 @@ static int scan_field(Scan *sc, const Field *f) {
 
 /* An object whose known keys (`keys`) are read into the current event. */
 static int scan_object(Scan *sc, const KeySlot *keys) {
-    if (sc->p >= sc->end || *sc->p != '{') GIVE_UP(sc);
-    sc->p++;
-    skip_ws(sc);
-    if (sc->p < sc->end && *sc->p == '}') { sc->p++; return 0; }
-    for (;;) {
+    int done = open_container(sc, '{', '}');
+    while (!done) {
         const char *key = sc->p;
         if (key >= sc->end || *key != '"' || scan_string(sc)) GIVE_UP(sc);
         size_t n = sc->p - key - 2;
         if (sc->escaped) GIVE_UP(sc);  /* msgspec would match the unescaped key */
-        skip_ws(sc);
-        if (sc->p >= sc->end || *sc->p != ':') GIVE_UP(sc);
-        sc->p++;
-        skip_ws(sc);
+        if (key_colon(sc)) return -1;
         const Field *f = find_key(keys, key + 1, n);
         if (f ? scan_field(sc, f) : skip_value(sc, 2)) return -1;
-        skip_ws(sc);
-        if (sc->p >= sc->end) GIVE_UP(sc);
-        if (*sc->p == '}') { sc->p++; return 0; }
-        if (*sc->p != ',') GIVE_UP(sc);
-        sc->p++;
-        skip_ws(sc);
+        done = next_element(sc, '}');
     }
+    return done < 0 ? -1 : 0;
 }
 
 static const char EMPTY[] = "\"\"";
@@ -682,23 +685,14 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
         int status = 0;  /* -1: gave up, or an error (an exception, or no memory where the GIL was released) */
         sc->released = PyEval_SaveThread();
         skip_ws(sc);
-        if (sc->p >= sc->end || *sc->p != '[') sc->giveup = 1;
-        else {
-            sc->p++;
-            skip_ws(sc);
-            if (sc->p < sc->end && *sc->p == ']') sc->p++;
-            else for (;;) {
-                if ((status = scan_event(sc, base))) break;
-                count++;
-                skip_ws(sc);
-                if (sc->p < sc->end && *sc->p == ',') { sc->p++; skip_ws(sc); continue; }
-                if (sc->p < sc->end && *sc->p == ']') { sc->p++; break; }
-                sc->giveup = 1;
-                break;
-            }
-            skip_ws(sc);
-            if (sc->p != sc->end) sc->giveup = 1;  /* msgspec refuses trailing characters */
+        int done = open_container(sc, '[', ']');
+        while (!done) {
+            if ((status = scan_event(sc, base))) break;
+            count++;
+            done = next_element(sc, ']');
         }
+        skip_ws(sc);
+        if (sc->p != sc->end) sc->giveup = 1;  /* msgspec refuses trailing characters */
         PyEval_RestoreThread(sc->released);
         failed = PyErr_Occurred() != NULL;
         if (!failed && status && !sc->giveup) failed = PyErr_NoMemory() == NULL;
