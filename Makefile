@@ -6,7 +6,7 @@ PORT ?= 6006
 
 # What serving needs, and nothing of the tests'. A plain install: an editable one makes setuptools warn
 # about the source folders (make test installs profboard editable, for the tests).
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py server/trace/_scan.c
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q .
