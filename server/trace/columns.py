@@ -106,7 +106,8 @@ class Absent:
     n: int
 
 
-def _subset(texts: Encoded, rows: np.ndarray) -> Encoded:
+def subset(texts: Encoded, rows: np.ndarray) -> Encoded:
+    """The text column of `rows` only (the same values)."""
     return Encoded(texts.codes[rows], texts.values)
 
 
@@ -253,12 +254,12 @@ def read_piece(decoded: DecodedEvents) -> PieceColumns:
     shared = _shared_texts(events)
     table, rows = routed(shared["ph"])
     x_rows = rows[Table.COMPLETE]
-    cols.x = _complete(_take(events, x_rows), {k: _subset(shared[k], x_rows) for k in ("cat", "pid", "tid")},
+    cols.x = _complete(_take(events, x_rows), {k: subset(shared[k], x_rows) for k in ("cat", "pid", "tid")},
                        x_rows if index is None else index[x_rows])
     instant_rows = rows[Table.INSTANT]
     mem_rows = instant_rows[[e.name == "[memory]" for e in _take(events, instant_rows)]]
-    cols.mem = _memory(_take(events, mem_rows), {k: _subset(shared[k], mem_rows) for k in ("pid", "tid")})
-    cols.flow = _flows(_take(events, rows[Table.FLOW]), {k: _subset(shared[k], rows[Table.FLOW]) for k in shared})
+    cols.mem = _memory(_take(events, mem_rows), {k: subset(shared[k], mem_rows) for k in ("pid", "tid")})
+    cols.flow = _flows(_take(events, rows[Table.FLOW]), {k: subset(shared[k], rows[Table.FLOW]) for k in shared})
     for i in rows[Table.COUNTER].tolist():
         add_counter(cols.counter, decoded.raws[i])
     for ev in _take(events, rows[Table.META]):

@@ -273,30 +273,39 @@ def _read_jobs(jobs: list[Job], helpers: Helpers | None, report: Progress) -> li
     return parts
 
 
+class _Taker:
+    """Hands out the jobs' indices in order, each to the first who asks, until all are taken or a reader
+    failed (`failed`: the first failure is raised in the calling thread)."""
+
+    def __init__(self, count: int) -> None:
+        self.count, self.taken = count, 0
+        self.failed: list[BaseException] = []
+        self._lock = threading.Lock()
+
+    def take(self) -> int | None:
+        with self._lock:
+            if self.taken == self.count or self.failed:
+                return None
+            self.taken += 1
+            return self.taken - 1
+
+
 def _read_on_threads(jobs: list[Job], threads: int, report: Progress) -> list[PieceColumns]:
     """The pieces' columns, read by `threads` threads of this process, each taking the next piece: the
     native scanner releases the GIL for most of a piece (a trace without helpers: `profboard summary`,
     a loader's trace under the size that starts one)."""
     parts: list[PieceColumns | None] = [None] * len(jobs)
-    lock = threading.Lock()
-    taken = done = 0
-    failed: list[BaseException] = []
+    taker = _Taker(len(jobs))
+    reporting = threading.Lock()  # one report at a time: the fraction never goes back
 
     def read() -> None:
-        nonlocal taken, done
-        while True:
-            with lock:
-                if taken == len(jobs) or failed:
-                    return
-                i, taken = taken, taken + 1
-            try:
+        try:
+            while (i := taker.take()) is not None:
                 parts[i] = _run(jobs[i])
-            except BaseException as exc:  # noqa: BLE001 (raised in the calling thread)
-                failed.append(exc)
-                return
-            with lock:
-                done += 1
-                report(done / len(jobs))
+                with reporting:
+                    report(sum(part is not None for part in parts) / len(jobs))
+        except BaseException as exc:  # noqa: BLE001 (raised in the calling thread)
+            taker.failed.append(exc)
 
     workers = [threading.Thread(target=read, name="profboard-pieces", daemon=True) for _ in range(threads - 1)]
     for worker in workers:
@@ -304,8 +313,8 @@ def _read_on_threads(jobs: list[Job], threads: int, report: Progress) -> list[Pi
     read()
     for worker in workers:
         worker.join()
-    if failed:
-        raise failed[0]
+    if taker.failed:
+        raise taker.failed[0]
     return parts  # type: ignore[return-value]
 
 
@@ -314,17 +323,8 @@ def _read_on_helpers(jobs: list[Job], helpers: Helpers, report: Progress) -> lis
     pieces ahead, handing out the next piece as soon as one comes back, while this thread reads
     the next one itself. None when a helper died (out of memory?): then this process reads them all."""
     parts: list[PieceColumns | None] = [None] * len(jobs)
-    lock = threading.Lock()
-    taken = 0
-    failed: list[BaseException] = []
-
-    def take() -> int | None:
-        nonlocal taken
-        with lock:
-            if taken == len(jobs) or failed:
-                return None
-            taken += 1
-            return taken - 1
+    taker = _Taker(len(jobs))
+    take, failed = taker.take, taker.failed
 
     def feed() -> None:
         pending: dict[Future, int] = {}

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .columns import (ABSENT, ALL_ARGS, ARG_DTYPES, ARGS_BY_KIND, DTYPES, MEMORY_FLOATS, MEMORY_INTS, Absent,
-                      Encoded, PieceColumns, Table, add_counter, add_meta, routed)
+                      Encoded, PieceColumns, Table, add_counter, add_meta, routed, subset)
 from .decode import decode_event
 from .schema import kind_of_category
 
@@ -54,14 +54,14 @@ def scan_piece(text: bytes | bytearray | memoryview) -> PieceColumns | None:
     instants = rows[Table.INSTANT]
     names = texts["name"]
     memory = np.array([v == "[memory]" for v in names.values], dtype=bool)
-    mem_rows = instants[memory[names.codes[instants]]] if len(names.values) else instants[:0]
-    cols.mem = {"ts": numbers["ts"][mem_rows], **{k: _rows(texts[k], mem_rows) for k in ("pid", "tid")},
+    mem_rows = instants[memory[names.codes[instants]]]
+    cols.mem = {"ts": numbers["ts"][mem_rows], **{k: subset(texts[k], mem_rows) for k in ("pid", "tid")},
                 **{k: numbers["mem_bytes" if k == "bytes" else k][mem_rows] for k in MEMORY_INTS},
                 **{k: numbers[k][mem_rows] for k in MEMORY_FLOATS}}
     flows = rows[Table.FLOW]
-    cols.flow = {"ph": _rows(texts["ph"], flows), "cat": _rows(texts["cat"], flows), "id": _rows(texts["id"], flows),
-                 "ts": numbers["ts"][flows], "pid": _rows(texts["pid"], flows), "tid": _rows(texts["tid"], flows),
-                 "bp": _rows(texts["bp"], flows)}
+    cols.flow = {"ph": subset(texts["ph"], flows), "cat": subset(texts["cat"], flows), "id": subset(texts["id"], flows),
+                 "ts": numbers["ts"][flows], "pid": subset(texts["pid"], flows), "tid": subset(texts["tid"], flows),
+                 "bp": subset(texts["bp"], flows)}
     span = np.frombuffer(spans, np.int64).reshape(-1, 2)
     with memoryview(text) as view:
         for i in rows[Table.COUNTER].tolist():
@@ -72,19 +72,15 @@ def scan_piece(text: bytes | bytearray | memoryview) -> PieceColumns | None:
     return cols
 
 
-def _rows(texts: Encoded, rows: np.ndarray) -> Encoded:
-    return Encoded(texts.codes[rows], texts.values)
-
-
 def _complete(texts: dict[str, Encoded], numbers: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, Any]:
-    cat = _rows(texts["cat"], rows)
-    c: dict[str, Any] = {"index": rows.astype(np.int64), "name": _rows(texts["name"], rows), "cat": cat,
-                         "pid": _rows(texts["pid"], rows), "tid": _rows(texts["tid"], rows),
+    cat = subset(texts["cat"], rows)
+    c: dict[str, Any] = {"index": rows.astype(np.int64), "name": subset(texts["name"], rows), "cat": cat,
+                         "pid": subset(texts["pid"], rows), "tid": subset(texts["tid"], rows),
                          "ts": numbers["ts"][rows], "dur": numbers["dur"][rows]}
     ext = numbers["external_id"][rows]
     ext = np.where(ext != -1, ext, numbers["external_id_legacy"][rows])  # Kineto before PyTorch 1.9
-    dims = _rows(texts["input_dims"], rows)
-    old = _rows(texts["input_dims_legacy"], rows)
+    dims = subset(texts["input_dims"], rows)
+    old = subset(texts["input_dims_legacy"], rows)
     if (dims.codes < 0).any() and (old.codes >= 0).any():  # PyTorch 1.x spelled it "Input dims"
         dims = Encoded(np.where(dims.codes >= 0, dims.codes, np.where(old.codes >= 0, old.codes + len(dims.values), -1)),
                        dims.values + old.values)
@@ -96,7 +92,7 @@ def _complete(texts: dict[str, Encoded], numbers: dict[str, np.ndarray], rows: n
             c[key] = Absent(len(rows))
             continue
         if dtype == "str":
-            column = dims if key == "input_dims" else _rows(texts[key], rows)
+            column = dims if key == "input_dims" else subset(texts[key], rows)
             c[key] = column if read.all() else Encoded(np.where(read, column.codes, -1).astype(np.int32), column.values)
         else:
             column = ext if key == "external_id" else numbers[key][rows]
