@@ -17,6 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import __version__
@@ -52,15 +53,18 @@ def _needs_views(path: str) -> bool:
 class _Views:
     """The views' routers, included in the app when first needed rather than when it is built: their
     slices take a quarter of a second to import (server/api/__init__.py), which the server's start and
-    /api/runs need not wait for. A thread includes them once the first answer has gone out (most often
-    the run list, which the import beside it slowed by a tenth of a second on two cores), or
-    VIEWS_AFTER_S after the start; a request that may need them before that is done waits for it (in
-    a worker thread, so that /api/runs keeps answering meanwhile), and so does the OpenAPI schema."""
+    /api/runs need not wait for. A request that may need them includes the slices in the registry's order
+    up to the one whose route it is (in a worker thread, so that /api/runs keeps answering meanwhile): the
+    first overview of a reopened trace imports only its own slice, and no analysis (issue 15). A thread
+    includes the rest once the first answer has gone out (most often the run list, which the import beside
+    it slowed by a tenth of a second on two cores), or VIEWS_AFTER_S after the start; the OpenAPI schema
+    waits for all of them."""
 
     def __init__(self, app: FastAPI) -> None:
         self._app = app
         self._lock = threading.Lock()
         self._started = threading.Event()
+        self._next = 0  # SLICES[:_next] are included
         self.included = False
 
     def include_soon(self) -> None:
@@ -69,12 +73,22 @@ class _Views:
             self._started.set()
             threading.Thread(target=self.include, name="profboard-views", daemon=True).start()
 
-    def include(self) -> None:
+    def include(self, scope: Scope | None = None) -> None:
+        """Include the slices not included yet, in order; with `scope`, only up to the one that routes it."""
         with self._lock:
-            if not self.included:
-                for entry in SLICES:
-                    self._app.include_router(entry.view.router)
-                self.included = True
+            if scope is not None and self._routed(self._app.router.routes, scope):
+                return
+            while self._next < len(SLICES):
+                router = SLICES[self._next].view.router
+                self._app.include_router(router)
+                self._next += 1
+                if scope is not None and self._routed(router.routes, scope):
+                    break
+            self.included = self._next == len(SLICES)
+
+    @staticmethod
+    def _routed(routes: list, scope: Scope) -> bool:
+        return any(route.matches(scope)[0] != Match.NONE for route in routes)
 
     def openapi(self) -> dict:
         self.include()
@@ -83,7 +97,7 @@ class _Views:
     def middleware(self, app: ASGIApp) -> ASGIApp:
         async def include_first(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] == "http" and not self.included and _needs_views(scope["path"]):
-                await run_in_threadpool(self.include)
+                await run_in_threadpool(self.include, scope)
             await app(scope, receive, send)
             if not self.included:
                 self.include_soon()
@@ -159,10 +173,10 @@ def create_app(settings: Settings, loaders: Loaders | None = None) -> FastAPI:
 
     def renamed_to(view: str) -> str | None:
         # Pages under a view's older name (issue 20 gave each view one name): the view's name.
-        return next((entry.name for entry in SLICES if view in entry.view.renamed_from), None)
+        return next((entry.name for entry in SLICES if view in entry.renamed_from), None)
 
     def page(request: Request, view: str) -> HTMLResponse:
-        context = {"views": [{"name": entry.name, "title": entry.view.title} for entry in SLICES], "view": view,
+        context = {"views": [{"name": entry.name, "title": entry.title} for entry in SLICES], "view": view,
                    "version": __version__}
         if view not in view_names:
             # A mistyped page path still gets the shell (HTML, status 404), not an API error.

@@ -23,7 +23,7 @@ from .settings import DEFAULT_MAX_BYTES, Settings
 
 if TYPE_CHECKING:
     from .analysis.diff import Grouping, Side
-    from .derived import Derivation
+    from .items import Derivation
     from .logdir import Run, TraceFile
 
 # The demo logdir shipped in a source checkout; served when no --logdir is given.
@@ -234,7 +234,8 @@ def _derivation(trace: TraceFile, settings: Settings, worker: str, names: tuple[
     a newly parsed trace's entry is written. Raises TraceFormatError."""
     from functools import partial
 
-    from .derived import Derivation, derive_parsed
+    from .derived import derive_parsed
+    from .items import Derivation
     from .trace.load import store_trace
 
     computed: dict = {}

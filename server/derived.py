@@ -1,55 +1,28 @@
-"""Derived data of one trace: what its store entry keeps beside the tables (layout and versions:
-server/trace/entry.py), computed once: in the loader process right after parsing, or when first asked for.
+"""Computing a trace's derived items (server/items.py lists them, with their versions): the analysis
+behind each, and the loader's work after parsing.
 
-`ITEMS` lists each item: its name, its version (a constant next to the code that computes it),
-the items it is computed from, and the computation, a pure analysis function. An item's `tag`
-hashes its version with those of the items it is computed from (and the codec's): a new version of
-one analysis recomputes its item and the items made from it, nothing else. Every item is stored,
-the small intermediates too (the step breakdown, which the overview and the summary are made
-from): a request that needs one while the loader computes it waits for it instead of computing it
-a second time.
-
-`LOAD_ORDER` is the order the loader computes them in: what /api/runs needs first (the views a
-trace has: the trace is ready once they are known), then the overview and what it is made from
-(the first page a user opens), the operator calls (the page opened next, most often), the
-timeline's items, then the summary that the Distributed view and the findings across ranks of
-the run's other workers read (a run of one worker, the most common, never needs it). While a parsed
-trace's entry is written, the loader computes the first items from the parsed tables (`derive_parsed`;
-derive stores them first, smallest first); then a big trace's loader computes two
+While a parsed trace's entry is written, the loader computes the first items from the parsed tables
+(`derive_parsed`; derive stores them first, smallest first); then a big trace's loader computes two
 items at a time, on the helper process its parse had; a small trace gets at load only its views and
-its summary (`load_items`).
-
-`Derivation` gets the items of one trace, each once: from memory, else from the entry, else
-computed from the tables and the items it needs, and stored.
+its summary (items.load_items).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from .analysis import callstacks, distributed, flows, lod, optree, overview, steps, timeline
-from .analysis.operators import OP_INSTANCES_VERSION, op_instances
+from .analysis.operators import op_instances
+from .items import ITEMS, LOAD_ORDER, Derivation, current_items, load_items, with_needs
 from .sizes import held_bytes
-from .trace import codec
 from .trace.entry import Entry, FileId
 from .trace.parallel import give_back_memory, small_pages
 from .trace.tables import TraceTables
 
 log = logging.getLogger("profboard")
-
-
-@dataclass(frozen=True)
-class Item:
-    name: str
-    version: int
-    needs: tuple[str, ...]
-    compute: Callable[..., Any]  # (tables, worker, *the needed items) -> value
-    by_worker: bool = False  # the value holds the worker's name (which discovery gives)
 
 
 def _views(tables: TraceTables, worker: str) -> list[str]:
@@ -58,27 +31,19 @@ def _views(tables: TraceTables, worker: str) -> list[str]:
     return trace_views(tables)
 
 
-def _views_version() -> int:
-    from .api import VIEWS_VERSION
-
-    return VIEWS_VERSION
-
-
-ITEMS: dict[str, Item] = {item.name: item for item in (
-    Item("views", 0, (), _views),  # version: the view registry's (see _tag)
-    Item("steps", steps.STEPS_VERSION, (), lambda t, w: steps.detect_steps(t.events)),
-    Item("breakdown", overview.BREAKDOWN_VERSION, ("steps",), lambda t, w, s: overview.step_breakdown(t.events, s)),
-    Item("optree", optree.OPTREE_VERSION, (), lambda t, w: optree.build_op_tree(t.events)),
-    Item("overview", overview.OVERVIEW_VERSION, ("steps", "breakdown", "optree"),
-         lambda t, w, s, b, tree: overview.worker_overview(t, lambda: tree, s, b)),
-    Item("op_instances", OP_INSTANCES_VERSION, ("optree",), lambda t, w, tree: op_instances(t.events, tree)),
-    Item("layout", timeline.LAYOUT_VERSION, (), lambda t, w: timeline.build_layout(t)),
-    Item("blocks", lod.BLOCKS_VERSION, ("layout",), lambda t, w, layout: lod.build_blocks(t, layout)),
-    Item("flows", flows.FLOWS_VERSION, ("layout",), lambda t, w, layout: flows.build_flows(t, layout.lane_of >= 0)),
-    Item("summary", distributed.SUMMARY_VERSION, ("steps", "breakdown"),
-         lambda t, w, s, b: distributed.summarize_worker(w, t, s, b), by_worker=True),
-)}
-LOAD_ORDER = tuple(ITEMS)
+# Each item's computation, a pure analysis function: (tables, worker, *the items it is computed from).
+COMPUTE: dict[str, Callable[..., Any]] = {
+    "views": _views,
+    "steps": lambda t, w: steps.detect_steps(t.events),
+    "breakdown": lambda t, w, s: overview.step_breakdown(t.events, s),
+    "optree": lambda t, w: optree.build_op_tree(t.events),
+    "overview": lambda t, w, s, b, tree: overview.worker_overview(t, lambda: tree, s, b),
+    "op_instances": lambda t, w, tree: op_instances(t.events, tree),
+    "layout": lambda t, w: timeline.build_layout(t),
+    "blocks": lambda t, w, layout: lod.build_blocks(t, layout),
+    "flows": lambda t, w, layout: flows.build_flows(t, layout.lane_of >= 0),
+    "summary": lambda t, w, s, b: distributed.summarize_worker(w, t, s, b),
+}
 
 # The dataclasses stored items are made of: the codec reads and writes these and no others.
 CLASSES: dict[str, type] = {cls.__name__: cls for cls in (
@@ -86,110 +51,14 @@ CLASSES: dict[str, type] = {cls.__name__: cls for cls in (
     distributed.WorkerSummary)}
 
 
-def _version_text(name: str) -> str:
-    item = ITEMS[name]
-    version = _views_version() if name == "views" else item.version
-    return f"{name}:{version}(" + ",".join(_version_text(n) for n in item.needs) + ")"
-
-
-def tag(name: str, worker: str) -> str:
-    """The item's version as it appears in its file name (8 hex digits)."""
-    text = f"{codec.CODEC_VERSION};{_version_text(name)}"
-    if ITEMS[name].by_worker:
-        text += f";{worker}"
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:8]
-
-
-def current_items(entry: Entry, worker: str) -> set[str]:
-    """The stored items whose file in the entry is of the current version."""
-    tags = entry.item_tags()
-    return {name for name in ITEMS if tag(name, worker) in tags.get(name, ())}
-
-
-class Derivation:
-    """The items of one trace, each got once (thread-safe): from memory, else read from `entry`,
-    else computed from the tables and stored in `entry`. `before` is called, with no lock held,
-    before an item is read or computed (the server waits there for the loader computing it);
-    `kept` after each value is got."""
-
-    def __init__(self, entry: Entry | None, tables: Callable[[], TraceTables], worker: str,
-                 before: Callable[[str], None] = lambda name: None,
-                 kept: Callable[[str, Any], None] = lambda name, value: None,
-                 computed: dict[str, Any] | None = None) -> None:
-        """`computed`: values of items computed elsewhere from the same tables (the parsed ones, while the
-        entry was written), stored when first got instead of computed again."""
-        self.entry, self.tables, self.worker = entry, tables, worker
-        self.before, self.kept = before, kept
-        self.values: dict[str, Any] = {}
-        self._computed = dict(computed or {})
-        self.written: dict[str, str | None] = {}  # item -> the file it was stored in (None: it could not be)
-        self._locks = {name: threading.Lock() for name in ITEMS}
-
-    def get(self, name: str) -> Any:
-        if name in self.values:
-            return self.values[name]
-        item = ITEMS[name]
-        self.before(name)
-        with self._locks[name]:
-            if name in self.values:
-                return self.values[name]
-            found, value = self.stored(name)
-            needed: list[Any] = []
-            if not found and name not in self._computed:  # a computed item is stored as it is, its inputs or not
-                needed = [self.get(n) for n in item.needs]
-                # Waiting for those, the loader may have reached this item: wait for it, or read it.
-                self.before(name)
-                found, value = self.stored(name)
-            if not found:
-                if self.entry is None:
-                    value = self._compute(item, needed)
-                else:
-                    with self.entry.computing(name):
-                        value = self._compute(item, needed)
-                        self.written[name] = self.entry.write_item(name, tag(name, self.worker), value, CLASSES)
-            self.values[name] = value
-        self.kept(name, value)
-        return value
-
-    def _compute(self, item: Item, needed: list[Any]) -> Any:
-        if item.name in self._computed:
-            return self._computed.pop(item.name)
-        return item.compute(self.tables(), self.worker, *needed)
-
-    def stored_as(self, name: str) -> tuple[str | None, FileId | None]:
-        """The file this derivation stored the item in (None: it found it stored, or could not store
-        it) and that file's identity as checked here."""
-        file = self.written.get(name)
-        return file, self.entry.checked.get(file) if file else None
-
-    def stored(self, name: str) -> tuple[bool, Any]:
-        """(True, value) when the entry holds the item at its current version."""
-        if self.entry is None:
-            return False, None
-        return self.entry.read_item(name, tag(name, self.worker), CLASSES)
-
-
-def load_items(events: int) -> tuple[str, ...]:
-    """The items a loader computes once it has parsed a trace of `events` event rows, in LOAD_ORDER:
-    every item of a big trace (each takes a second or more there); of a small one, what lists it and
-    what the run's other workers read (its views and its summary). The others take milliseconds when
-    first asked for: at load they made a logdir of 2,000 small runs load four times slower."""
-    if events >= LOAD_ALL_ROWS:
-        return LOAD_ORDER
-    return tuple(n for n in LOAD_ORDER if n in _with_needs(("views", "summary")))
-
-
-def _with_needs(names: tuple[str, ...]) -> set[str]:
-    return {n for name in names for n in (name, *_with_needs(ITEMS[name].needs))}
+def compute(name: str, tables: TraceTables, worker: str, needed: list[Any]) -> Any:
+    """The item computed from the tables and the items it needs (in ITEMS' order)."""
+    return COMPUTE[name](tables, worker, *needed)
 
 
 # The item of the page a user opens first (the overview): derive_parsed computes it and what it is made
 # from before the loader lets go of the parsed tables.
 FIRST_PAGE = "overview"
-
-# Events table rows from which a trace gets every item at load (the Llama trace has 2.7 M; a small
-# training step, 3,000).
-LOAD_ALL_ROWS = 200_000
 
 Helper = Callable[[str], "Future[tuple[str | None, FileId | None]]"]
 
@@ -209,7 +78,7 @@ def derive(entry: Entry, tables: TraceTables, worker: str, on_event: Callable[[t
     between two items and computes one a second time. `computed`: items already computed from the same
     tables (store_trace's `meanwhile`), stored first, by this process, before the lanes start."""
     derivation = Derivation(entry, lambda: tables, worker, computed=computed)
-    wanted = _with_needs(names)
+    wanted = with_needs(names)
     # Smallest first: writing a new file took 0.5 s per 67 MB (the Llama trace's operator tree) on the
     # machine measured, and the overview, which a user opens first, is small.
     early = sorted((n for n in LOAD_ORDER if n in (computed or {}) and n in wanted and n != "views"),
@@ -285,7 +154,7 @@ def derive_parsed(worker: str, computed: dict[str, Any], tables: TraceTables, wr
     # The first page waits for no table to be written, mapped and checked: a big entry's tables are written
     # around the page cache (trace/entry.py), and computed from the stored tables the first page took 3 s
     # more of the synthetic trace's cold start on the machine measured, before they were read back.
-    first = set(_with_needs((FIRST_PAGE,))) if FIRST_PAGE in order else set()
+    first = set(with_needs((FIRST_PAGE,))) if FIRST_PAGE in order else set()
     try:
         for name in order:
             if written() and name not in first:

@@ -1,7 +1,7 @@
 """`profboard index`: fill the store ahead of the server, in parallel on a Dask cluster.
 
 Every trace of the logdir whose store entry lacks the items a loader computes at load
-(derived.load_items: what lists it, and the worker's summary that the Distributed view combines; the
+(items.load_items: what lists it, and the worker's summary that the Distributed view combines; the
 overview of a rank takes a fraction of a second when first asked for, and computing it for every rank
 made indexing twice as long) is parsed, its entry written and those items computed, one trace per task: in this process (`workers=0`), on a Dask LocalCluster of
 worker processes, or on an existing cluster (a scheduler address). Each task does what the server's
@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Iterable, Iterator, Literal
 
-from .derived import derive, derive_parsed, load_items, tag
+from .derived import derive, derive_parsed
+from .items import load_items, tag
 from .logdir import TraceFile, discover, is_remote
 from .settings import DEFAULT_MAX_BYTES
 from .trace.decode import TraceFormatError

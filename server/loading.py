@@ -15,7 +15,8 @@ from multiprocessing.util import Finalize
 from typing import Any, Callable
 
 from .api import SLICES
-from .derived import LOAD_ORDER, compute_stored, derive, derive_parsed, load_items
+from .derived import compute_stored, derive, derive_parsed
+from .items import LOAD_ORDER, load_items
 from .loaders import report as report_to_server
 from .loaders import watch_parent
 from .trace.entry import Entry, discard

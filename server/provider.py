@@ -1,7 +1,7 @@
 """One provider per loaded trace: what every router needs of the trace, each thing read or computed once.
 
 A `TraceProvider` holds the trace's store entry (where it is, its metadata and warnings: small) and
-gives routers the tables (mapped from the entry), the derived items (server/derived.py: steps,
+gives routers the tables (mapped from the entry), the derived items (server/items.py: steps,
 operator tree, operator calls, flows, timeline layout, the worker's overview and distributed
 summary; read from the entry, where the loader stored them), and `memo` for request-specific
 results. Analyses stay pure: routers pass them what the provider gives.
@@ -25,24 +25,24 @@ import threading
 import time
 from collections import OrderedDict
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-import numpy as np
-import pandas as pd
-
-from .analysis.callstacks import Stacks
-from .analysis.distributed import WorkerSummary, combine
-from .analysis.flows import Flows
-from .analysis.lod import Blocks
-from .analysis.optree import OpTree
-from .analysis.steps import Steps
-from .analysis.stragglers import align_calls
-from .analysis.timeline import Layout
 from .budget import Budget
-from .derived import Derivation
+from .items import Derivation
 from .sizes import held_bytes
 from .trace.entry import Entry, FileId, discard
-from .trace.tables import TraceTables
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .analysis.callstacks import Stacks
+    from .analysis.distributed import WorkerSummary
+    from .analysis.flows import Flows
+    from .analysis.lod import Blocks
+    from .analysis.optree import OpTree
+    from .analysis.steps import Steps
+    from .analysis.timeline import Layout
+    from .trace.tables import TraceTables
 
 log = logging.getLogger("profboard")
 
@@ -241,6 +241,8 @@ def run_view(workers: dict[str, TraceProvider], key: tuple, stored_only: bool) -
     """The Distributed view of a run's span from its workers' summaries, memoised with the first
     worker's trace under `key` (which names the loaded files). `stored_only`: from summaries at
     hand only (None while one is still being computed), never computing one here."""
+    from .analysis.distributed import combine  # here, as every analysis (see above)
+
     anchor = next(iter(workers.values()))
     summaries = []
     for provider in workers.values():
@@ -256,6 +258,10 @@ def matched_calls(workers: dict[str, TraceProvider], key: tuple) -> pd.DataFrame
     (stragglers.align_calls; `rank` numbers the workers in their order), each with its row in its
     worker's own calls (`call`), memoised with the first worker's trace under `key` (which names
     the loaded files)."""
+    import numpy as np
+
+    from .analysis.stragglers import align_calls
+
     anchor = next(iter(workers.values()))
 
     def match() -> pd.DataFrame:

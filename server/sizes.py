@@ -4,17 +4,18 @@ items and memoised answers (server/provider.py), and the order a loader stores i
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
-import pandas as pd
 
-from .trace.tables import TraceTables
+if TYPE_CHECKING:
+    import pandas
 
 
 def held_bytes(value: Any) -> int:
     """Bytes a value holds in this process: arrays over memory of their own (not views on a mapped
-    file, which is the OS's), Python objects by their size, walking containers."""
+    file, which is the OS's), Python objects by their size, walking containers (dataclasses too: a
+    trace's tables are one)."""
     seen: dict[int, Any] = {}  # holding what it saw, so that no id is reused meanwhile
 
     def size(v: Any) -> int:
@@ -23,18 +24,14 @@ def held_bytes(value: Any) -> int:
         seen[id(v)] = v
         if isinstance(v, np.ndarray):
             return _array_bytes(v) + (sum(size(x) for x in v.ravel()) if v.dtype == object else 0)
-        if isinstance(v, pd.DataFrame):
-            return sum(size(_values(v.iloc[:, i])) for i in range(v.shape[1]))
-        if isinstance(v, pd.Categorical):
-            return _array_bytes(v._codes) + int(v.categories.memory_usage(deep=True))
-        if isinstance(v, pd.api.extensions.ExtensionArray):
-            return int(v.nbytes)
+        if type(v).__module__.startswith("pandas."):
+            held = _pandas_bytes(v, size)
+            if held is not None:
+                return held
         if isinstance(v, dict):
             return sys.getsizeof(v) + sum(size(k) + size(x) for k, x in v.items())
         if isinstance(v, (list, tuple, set)):
             return sys.getsizeof(v) + sum(size(x) for x in v)
-        if isinstance(v, TraceTables):
-            return sum(size(getattr(v, name)) for name in ("events", "memory", "flows", "counters"))
         if hasattr(v, "__dataclass_fields__"):
             return sys.getsizeof(v) + sum(size(getattr(v, f)) for f in v.__dataclass_fields__)
         return sys.getsizeof(v)
@@ -42,7 +39,23 @@ def held_bytes(value: Any) -> int:
     return size(value)
 
 
-def _values(column: pd.Series) -> Any:
+def _pandas_bytes(v: Any, size: Callable[[Any], int]) -> int | None:
+    """What a pandas frame or array holds (None: another pandas object). pandas is imported here, for a
+    value of its own, not above: the server charges a stored overview before pandas is in the process
+    (server/items.py); and an import, unlike a look into sys.modules, waits while another thread is
+    still importing it."""
+    import pandas as pd
+
+    if isinstance(v, pd.DataFrame):
+        return sum(size(_values(v.iloc[:, i], pd)) for i in range(v.shape[1]))
+    if isinstance(v, pd.Categorical):
+        return _array_bytes(v._codes) + int(v.categories.memory_usage(deep=True))
+    if isinstance(v, pd.api.extensions.ExtensionArray):
+        return int(v.nbytes)
+    return None
+
+
+def _values(column: pandas.Series, pd: Any) -> Any:
     return column.array if isinstance(column.dtype, pd.CategoricalDtype) or not isinstance(column.dtype, np.dtype) \
         else column.to_numpy()
 

@@ -50,10 +50,11 @@ if TYPE_CHECKING:
     from .provider import TraceProvider
     from .trace.entry import Entry
 
-# What opening, serving and loading a trace need (pandas, Arrow, the analyses: about half a second) is
-# imported where first used, by the threads that open entries and take loaders' answers, never at the
-# top: a fresh server lists the logdir's runs before any of it is loaded (issue 15). The loaders' side
-# is server/loading.py.
+# What opening and serving a trace need (its entry, items and provider: Arrow and numpy) is imported
+# where first used, by the threads that open entries and take loaders' answers, never at the top: a
+# fresh server lists the logdir's runs before any of it is loaded (issue 15). Serving a stored trace's
+# overview needs no more (server/items.py); pandas and the analyses come with the first item computed or
+# view imported. The loaders' side is server/loading.py.
 
 log = logging.getLogger("profboard")
 
@@ -268,11 +269,11 @@ class TraceStore:
         f = fs.file
         key = entry_key(f.path, f.size, f.mtime)
         if self._shared is None and not os.path.lexists(os.path.join(self._stores[0], key)):
-            # Nothing stored: load it. Opening would import the analyses, which the server's own first
+            # Nothing stored: load it, without importing what opening needs, which the server's own first
             # answers (a big logdir's run list) need not share the process with.
             self._submit(fs, None)
             return
-        from .derived import current_items, load_items
+        from .items import current_items, load_items
         from .trace.shared import open_entry_from
 
         try:

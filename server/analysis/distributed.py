@@ -73,8 +73,8 @@ from .clocks import clocks
 from .collectives import collective_report, delay_map
 from .stragglers import align_calls, stragglers
 
-# Version of the summary the trace's store keeps (server/derived.py): bump when it changes.
-SUMMARY_VERSION = 2
+# The trace's store keeps the summary summarize_worker returns: bump the "summary" item's version in
+# server/items.py when it changes.
 
 # Bytes per element of the `Input type` strings PyTorch writes for tensors.
 ELEMENT_BYTES = {

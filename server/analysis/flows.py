@@ -26,8 +26,8 @@ CATEGORIES = ["ac2g", "fwdbwd"]
 MAX_WINDOW_FLOWS = 500
 # Past this many candidates a window is zoomed far out; counting them exactly is not worth it.
 MAX_COUNTED = 200_000
-# Version of the pairs the trace's store keeps (server/derived.py): bump when build_flows changes.
-FLOWS_VERSION = 2
+# The trace's store keeps what build_flows returns: bump the "flows" item's version in server/items.py
+# when it changes.
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 MIN_BOX_PX = 1.5
 LEVEL_FACTOR = 4.0
 MAX_LEVEL_SHARE = 0.25
-BLOCKS_VERSION = 1  # of what build_blocks returns, for the trace's store: bump when it changes
+# The trace's store keeps what build_blocks returns: bump the "blocks" item's version in server/items.py
+# when it changes.
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,8 @@ OpGrouping = Literal["name", "name_shape"]
 _NOT_OPERATORS = ("DataParallel.forward", "DistributedDataParallel.forward")
 _NOT_OPERATOR_PREFIXES = ("ProfilerStep#", "Optimizer.", "enumerate(DataLoader)#", "enumerate(DataPipe)#")
 
-# Version of the calls the trace's store keeps (server/derived.py): bump when op_instances or
-# callstacks.op_stacks changes.
-OP_INSTANCES_VERSION = 1
+# The trace's store keeps the calls op_instances returns: bump the "op_instances" item's version in
+# server/items.py when they or callstacks.op_stacks change.
 _SUMS = ("device_self_us", "device_total_us", "host_self_us", "host_total_us", "tc_self_us", "tc_total_us")
 
 

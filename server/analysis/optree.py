@@ -31,8 +31,8 @@ from .names import name_mask
 from .tensor_cores import is_tc_eligible_op, uses_tensor_cores
 
 TREE_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
-# Version of the tree the trace's store keeps (server/derived.py): bump when build_op_tree changes.
-OPTREE_VERSION = 1
+# The trace's store keeps the tree build_op_tree returns: bump the "optree" item's version in
+# server/items.py when it changes.
 
 
 @dataclass(frozen=True)

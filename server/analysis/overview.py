@@ -47,9 +47,9 @@ from .tensor_cores import uses_tensor_cores
 
 CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
 
-# Versions of what the trace's store keeps (server/derived.py): bump when the result changes.
-BREAKDOWN_VERSION = 1  # step_breakdown
-OVERVIEW_VERSION = 4  # worker_overview, with every rule of RULES and the analyses they read
+# The trace's store keeps what step_breakdown and worker_overview return (with every rule of RULES and
+# the analyses they read): bump the "breakdown" or "overview" item's version in server/items.py when
+# it changes.
 
 
 def step_breakdown(events: pd.DataFrame, steps: Steps) -> pd.DataFrame:

@@ -29,8 +29,8 @@ from .kinds import of_kinds
 from .names import name_mask
 
 STEP_PREFIX = "ProfilerStep#"
-# Version of the steps the trace's store keeps (server/derived.py): bump when detect_steps changes.
-STEPS_VERSION = 1
+# The trace's store keeps the steps detect_steps returns: bump the "steps" item's version in
+# server/items.py when they change.
 _HOST_STEP_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
 # Host kinds whose extent defines the single step of a trace without ProfilerStep.
 _HOST_EXTENT_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)

@@ -38,7 +38,8 @@ from .optree import OpTree, nesting, nesting_order, thread_key
 from .records import clean_row
 from .steps import STEP_PREFIX, Steps, host_steps
 
-LAYOUT_VERSION = 2  # of what build_layout returns, for the trace's store: bump when it changes
+# The trace's store keeps what build_layout returns: bump the "layout" item's version in server/items.py
+# when it changes.
 MAX_BOXES_PER_LANE = 4000
 MAX_SEARCH_MATCHES = 1000
 KINDS = [k.name.lower() for k in Kind]

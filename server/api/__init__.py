@@ -1,9 +1,9 @@
 """The view registry: the views profboard has, in the order of the left panel.
 
-Each view is a slice, `server/api/<name>.py`, that defines `VIEW` next to its router (title, router,
-`is_active`, "how computed" note; see views.py). The registry lists the slices by name, with how each
-view applies to a run besides its trace's `is_active` check, and imports a slice when its `VIEW` is
-first asked for: the slices' routes, response models and analysis modules take a quarter of a
+Each view is a slice, `server/api/<name>.py`, that defines `VIEW` next to its router (router,
+`is_active`, "how computed" note; see views.py). The registry lists the slices by name, with their titles
+and older page names and how each view applies to a run besides its trace's `is_active` check, and
+imports a slice when its `VIEW` is first asked for: the slices' routes, response models and analysis modules take a quarter of a
 second to import, which the server's start and /api/runs (answered from `SLICES` alone) need not
 wait for. Adding a view is its slice plus one line here. A view whose `is_active` check fails is
 logged and hidden, never fatal.
@@ -27,8 +27,13 @@ log = logging.getLogger("profboard")
 
 @dataclass(frozen=True)
 class Slice:
-    """A view as the registry lists it: the name of its slice, and what it needs of a run."""
+    """A view as the registry lists it: the name of its slice, its title, its pages' older names, and what
+    it needs of a run. The page routes and the left panel are built from these alone, never importing a
+    slice: a reopened trace's first page is served without the analyses (issue 15)."""
     name: str
+    title: str
+    # Older page names of this view (/<old>?...), redirected to /<name> with their query.
+    renamed_from: tuple[str, ...] = ()
     # Set for views of a run's other files (memory snapshots): active by the run, not a trace.
     of_run: Callable[[Run], bool] | None = None
     # Views of every worker of a span side by side: the worker picker does not apply, and the
@@ -46,21 +51,21 @@ def has_snapshots(run: Run) -> bool:
 
 
 SLICES: tuple[Slice, ...] = (
-    Slice("overview"),
-    Slice("recommendations"),
-    Slice("operators"),
-    Slice("kernels"),
-    Slice("compile"),
-    Slice("trace"),
-    Slice("memory"),
-    Slice("snapshot", of_run=has_snapshots),
-    Slice("modules"),
-    Slice("distributed", all_workers=True),
-    Slice("diff"),
+    Slice("overview", "Overview"),
+    Slice("recommendations", "Recommendations"),
+    Slice("operators", "Operator", renamed_from=("operator",)),
+    Slice("kernels", "Kernel", renamed_from=("kernel",)),
+    Slice("compile", "torch.compile"),
+    Slice("trace", "Trace"),
+    Slice("memory", "Memory"),
+    Slice("snapshot", "Memory Snapshot", of_run=has_snapshots),
+    Slice("modules", "Module", renamed_from=("module",)),
+    Slice("distributed", "Distributed", all_workers=True),
+    Slice("diff", "Diff"),
 )
 
 
-# Version of trace_views' answer, which the trace's store keeps (server/derived.py): bump when a
+# Version of trace_views' answer, which the trace's store keeps (the "views" item: server/items.py): bump when a
 # view is added or its is_active check changes.
 VIEWS_VERSION = 2
 

@@ -8,14 +8,11 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
-from ..analysis import compile as compile_analysis
-from ..analysis import compile_ops as compile_ops_analysis
-from ..analysis import launch as launch_analysis
 from ..analysis.compile import compiled_view, has_compiled_code
 from ..analysis.compile_ops import aten_in_graphs
 from ..analysis.launch import launch_overhead
 from .deps import Selection, select
-from .views import View, about_of
+from .views import View
 
 
 class RegionStep(BaseModel):
@@ -250,8 +247,8 @@ class Compiled(BaseModel):
 
 
 router = APIRouter(tags=["compile"])
-VIEW = View("compile", "torch.compile", router, has_compiled_code,
-            about_of(compile_analysis, compile_ops_analysis, launch_analysis))
+VIEW = View("compile", router, has_compiled_code,
+            ("..analysis.compile", "..analysis.compile_ops", "..analysis.launch"))
 
 
 @router.get("/api/compile", response_model=Compiled)

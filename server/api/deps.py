@@ -8,17 +8,18 @@ from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse
 from starlette.requests import Request as StarletteRequest
 
-from ..analysis.overview import across_ranks
 from ..provider import TableDamage, TraceProvider, run_view
 from ..store import FileState, RunState, TraceStore
-from ..trace.tables import TraceTables
 from .errors import BadParameter, NotFound, StillLoading, TraceUnreadable
+
+if TYPE_CHECKING:
+    from ..trace.tables import TraceTables
 
 
 @dataclass
@@ -171,6 +172,9 @@ def overview_of(sel: Selection) -> dict[str, Any]:
             waiting = peers.loading or "the other workers' summaries are being computed"
             note = f"Findings across ranks (stragglers, waiting in collectives) come once every worker is ready: {waiting}."
             return {**own, "warnings": [*own["warnings"], note]}
+        # Imported here: a run of one worker, the most common, is answered from its store without the analyses.
+        from ..analysis.overview import across_ranks
+
         return sel.provider.memo(("overview", peers.key), lambda: across_ranks(own, view, sel.worker))
 
 

@@ -11,11 +11,10 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
 
-from ..analysis import diff as diff_analysis
 from ..analysis.diff import Grouping, Side, compare, side
 from ..analysis.modules import module_view
 from .deps import Selection, select_pair
-from .views import View, about_of, every_trace
+from .views import View, every_trace
 
 
 class Picked(BaseModel):
@@ -101,7 +100,7 @@ class Diff(BaseModel):
 
 
 router = APIRouter(tags=["diff"])
-VIEW = View("diff", "Diff", router, every_trace, about_of(diff_analysis))
+VIEW = View("diff", router, every_trace, ("..analysis.diff",))
 
 
 def _side(sel: Selection, group_by: Grouping) -> Side:

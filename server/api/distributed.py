@@ -7,15 +7,10 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
-from ..analysis import clocks as clocks_analysis
-from ..analysis import collectives as collectives_analysis
-from ..analysis import distributed as distributed_analysis
-from ..analysis import rankdist
-from ..analysis import stragglers as stragglers_analysis
 from ..analysis.distributed import has_communication
 from ..analysis.rankdist import SORT_MEASURE, Sort, worst_ranks
 from .deps import SpanSelection, distributed_of, select_span
-from .views import View, about_of
+from .views import View
 
 
 class RankIdentity(BaseModel):
@@ -296,9 +291,9 @@ class Distributed(BaseModel):
 
 
 router = APIRouter(tags=["distributed"])
-VIEW = View("distributed", "Distributed", router, has_communication, about_of(distributed_analysis, stragglers_analysis,
-                                                                                    collectives_analysis, clocks_analysis,
-                                                                                    rankdist))
+VIEW = View("distributed", router, has_communication, ("..analysis.distributed", "..analysis.stragglers",
+                                                              "..analysis.collectives", "..analysis.clocks",
+                                                              "..analysis.rankdist"))
 
 
 @router.get("/api/distributed", response_model=Distributed)

@@ -7,14 +7,11 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
 
-from ..analysis import kernels as kernels_analysis
-from ..analysis import optree as optree_analysis
-from ..analysis import tensor_cores as tensor_cores_analysis
 from ..analysis.kernels import kernel_table
 from ..analysis.optree import tree_warnings
 from ..trace.schema import Kind
 from .deps import Selection, select
-from .views import View, about_of, has_kind
+from .views import View, has_kind
 
 
 class KernelRow(BaseModel):
@@ -44,8 +41,8 @@ class Kernels(BaseModel):
 
 
 router = APIRouter(tags=["kernels"])
-VIEW = View("kernels", "Kernel", router, has_kind(Kind.KERNEL),
-            about_of(kernels_analysis, optree_analysis, tensor_cores_analysis), renamed_from=("kernel",))
+VIEW = View("kernels", router, has_kind(Kind.KERNEL),
+            ("..analysis.kernels", "..analysis.optree", "..analysis.tensor_cores"))
 
 
 @router.get("/api/kernels", response_model=Kernels, response_model_exclude_unset=True)

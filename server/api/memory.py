@@ -14,7 +14,7 @@ from ..trace.tables import TraceTables
 from .deps import Selection, select, time_query
 from .errors import BadParameter, NotFound
 from .models import StepRange
-from .views import View, about_of
+from .views import View
 
 MAX_EVENT_ROWS = 20_000
 
@@ -105,7 +105,7 @@ def has_memory_records(tables: TraceTables) -> bool:
     return len(tables.memory) > 0
 
 
-VIEW = View("memory", "Memory", router, has_memory_records, about_of(memory_curve, memory))
+VIEW = View("memory", router, has_memory_records, ("..analysis.memory_curve", "..analysis.memory"))
 
 _DEVICE = Query(None, description="Device, as listed by /api/memory/devices (default: the first GPU)",
                 examples=["GPU0"])

@@ -8,11 +8,10 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
-from ..analysis import modules as modules_analysis
 from ..analysis.modules import module_view, operator_tree
 from ..trace.schema import Kind
 from .deps import Selection, add_moved_route, select
-from .views import View, about_of, has_kind
+from .views import View, has_kind
 
 
 class ModuleRow(BaseModel):
@@ -96,7 +95,7 @@ class OperatorTree(BaseModel):
 
 
 router = APIRouter(tags=["modules"])
-VIEW = View("modules", "Module", router, has_kind(Kind.CPU_OP), about_of(modules_analysis), renamed_from=("module",))
+VIEW = View("modules", router, has_kind(Kind.CPU_OP), ("..analysis.modules",))
 
 
 @router.get("/api/modules", response_model=Modules)

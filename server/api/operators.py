@@ -7,14 +7,12 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel
 
-from ..analysis import operators as operators_analysis
-from ..analysis import optree as optree_analysis
 from ..analysis.operators import operator_table, stack_table
 from ..analysis.optree import tree_warnings
 from ..trace.schema import Kind
 from .deps import Selection, select
 from .models import Frame
-from .views import View, about_of, has_kind
+from .views import View, has_kind
 
 
 class OpNumbers(BaseModel):
@@ -52,8 +50,7 @@ class Stacks(BaseModel):
 
 
 router = APIRouter(tags=["operators"])
-VIEW = View("operators", "Operator", router, has_kind(Kind.CPU_OP), about_of(operators_analysis, optree_analysis),
-            renamed_from=("operator",))
+VIEW = View("operators", router, has_kind(Kind.CPU_OP), ("..analysis.operators", "..analysis.optree"))
 
 
 @router.get("/api/operators", response_model=Operators, response_model_exclude_unset=True)

@@ -7,12 +7,9 @@ from typing import Any
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
-from ..analysis import idle as idle_analysis
-from ..analysis import overview as overview_analysis
-from ..analysis import steps as steps_analysis
 from .deps import Selection, overview_of, select
 from .models import Recommendation
-from .views import View, about_of, every_trace
+from .views import View, every_trace
 
 
 class StepCosts(BaseModel):
@@ -82,7 +79,7 @@ class Overview(BaseModel):
 
 
 router = APIRouter(tags=["overview"])
-VIEW = View("overview", "Overview", router, every_trace, about_of(overview_analysis, steps_analysis, idle_analysis))
+VIEW = View("overview", router, every_trace, ("..analysis.overview", "..analysis.steps", "..analysis.idle"))
 
 
 @router.get("/api/overview", response_model=Overview, response_model_exclude_unset=True)

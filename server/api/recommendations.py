@@ -3,18 +3,15 @@ and evidence (the list the overview embeds)."""
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
-from ..analysis import recommendations as recommendations_analysis
-from ..analysis import savings as savings_analysis
 from ..analysis.rules import RULES
 from .deps import Selection, overview_of, select
 from .models import Recommendation
-from .views import View, about_of, every_trace
+from .views import View, every_trace
 
 
 class Recommendations(BaseModel):
@@ -24,9 +21,8 @@ class Recommendations(BaseModel):
 
 router = APIRouter(tags=["recommendations"])
 # The note: how findings are made, how their savings are estimated, then each rule module's thresholds.
-VIEW = View("recommendations", "Recommendations", router, every_trace,
-            about_of(recommendations_analysis, savings_analysis,
-                     *dict.fromkeys(sys.modules[rule.__module__] for rule in RULES)))
+VIEW = View("recommendations", router, every_trace,
+            ("..analysis.recommendations", "..analysis.savings", *dict.fromkeys(rule.__module__ for rule in RULES)))
 
 
 @router.get("/api/recommendations", response_model=Recommendations, response_model_exclude_unset=True)

@@ -83,8 +83,8 @@ def _run_info(state: RunState) -> dict:
 @router.get("/api/runs", response_model=Runs)
 def get_runs(request: Request) -> Response:
     """Every run found in the logdir, with its workers, spans, load status and available views."""
-    # The store straight from the app, not through .deps: that module brings the analyses, which a fresh
-    # server's first answer, this one, should not wait for.
+    # The store straight from the app, not through .deps: that module brings the providers (numpy, Arrow),
+    # which a fresh server's first answer, this one, should not wait for.
     store: TraceStore = request.app.state.store
     runs = {"runs": [_run_info(s) for s in store.runs()], "error": store.discovery_error,
             "notes": store.discovery_notes}
@@ -96,5 +96,5 @@ def get_runs(request: Request) -> Response:
 @router.get("/api/views", response_model=Views)
 def get_views() -> Views:
     """Every view profboard has, with its "how computed" note."""
-    return Views(views=[ViewInfo(name=e.name, title=e.view.title, about=e.view.about, all_workers=e.all_workers)
+    return Views(views=[ViewInfo(name=e.name, title=e.title, about=e.view.about, all_workers=e.all_workers)
                         for e in SLICES])

@@ -11,16 +11,14 @@ from typing import Any, Callable, Literal
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
-from .. import snapshot as snapshot_package
 from ..logdir import SnapshotFile
 from ..snapshot import SnapshotError
-from ..snapshot import unpickle as snapshot_unpickle
 from ..snapshot.cache import SnapshotCache
 from ..snapshot.worker import Loaded
 from ..trace.tables import TraceTables
 from .deps import add_moved_route, get_store
 from .errors import BadParameter, NotFound, SnapshotRefused
-from .views import View, about_of
+from .views import View
 
 
 class SnapshotInfo(BaseModel):
@@ -301,7 +299,7 @@ def no_trace(tables: TraceTables) -> bool:
 
 
 # A view of the run's snapshot files: the registry's entry says so (of_run).
-VIEW = View("snapshot", "Memory Snapshot", router, no_trace, about_of(snapshot_package, snapshot_unpickle))
+VIEW = View("snapshot", router, no_trace, ("..snapshot", "..snapshot.unpickle"))
 
 _DEVICE = Query(None, ge=0, description="CUDA device index (default: the first in the snapshot)")
 

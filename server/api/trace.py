@@ -25,7 +25,7 @@ from ..provider import TraceProvider, matched_calls
 from .deps import Selection, SpanSelection, select, span_of_workers, time_query
 from .errors import BadParameter, NotFound, StillLoading, TraceUnreadable
 from .models import Frame, StepRange
-from .views import View, about_of
+from .views import View
 
 
 class Lane(BaseModel):
@@ -216,7 +216,7 @@ def has_events(tables: TraceTables) -> bool:
     return len(tables.events) > 0
 
 
-VIEW = View("trace", "Trace", router, has_events, about_of(timeline, clocks))
+VIEW = View("trace", router, has_events, ("..analysis.timeline", "..analysis.clocks"))
 
 
 def _range(layout: timeline.Layout, start_us: float | None, end_us: float | None) -> tuple[float, float]:

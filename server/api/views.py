@@ -8,8 +8,8 @@ and the page routes are built from it.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
-from types import ModuleType
 from typing import TYPE_CHECKING, Callable
 
 from fastapi import APIRouter
@@ -25,17 +25,17 @@ class View:
     # One name everywhere: /api/<name>, router tag, analysis module, page /<name>, <name>.html,
     # <name>.js, data-view, tests/*/test_<name>.py.
     name: str
-    title: str
     router: APIRouter
     is_active: Callable[[TraceTables], bool]
-    about: str
-    # Older page names of this view (/<old>?...), redirected to /<name> with their query.
-    renamed_from: tuple[str, ...] = ()
+    # The modules behind the view (names relative to server/api/, or absolute), whose docstrings make
+    # its "how computed" note: imported when the note is first read (/api/views), so that importing a
+    # slice costs only what its answers need (the overview's stored answer needs no analysis).
+    about_from: tuple[str, ...]
 
-
-def about_of(*modules: ModuleType) -> str:
-    """A view's "how computed" note: the docstrings of the analysis modules behind it, in order."""
-    return "\n\n".join((m.__doc__ or "").strip() for m in modules)
+    @property
+    def about(self) -> str:
+        """The view's "how computed" note: the docstrings of `about_from`, in order."""
+        return "\n\n".join((importlib.import_module(m, __package__).__doc__ or "").strip() for m in self.about_from)
 
 
 def every_trace(tables: TraceTables) -> bool:

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import msgspec
 import numpy as np
-import pandas as pd
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Bump when the encoding changes: it is part of every stored item's version.
 CODEC_VERSION = 1
@@ -46,10 +48,19 @@ class CodecError(ValueError):
     """A value outside the allowlist (writing) or a file that is not one of ours (reading)."""
 
 
+def _pandas() -> Any:
+    """pandas, imported where a value is written or a DataFrame read: the server reads a stored trace's
+    overview and views without it (server/items.py)."""
+    import pandas
+
+    return pandas
+
+
 class _Encoder:
     def __init__(self, classes: Mapping[str, type]) -> None:
         self.classes = classes
         self.arrays: list[pa.Array] = []
+        self.pd = _pandas()
 
     def array(self, values: pa.Array) -> int:
         self.arrays.append(pa.LargeListArray.from_arrays(pa.array([0, len(values)], pa.int64()), values))
@@ -74,7 +85,7 @@ class _Encoder:
             return {"$d": [[self.value(k), self.value(x)] for k, x in v.items()]}
         if isinstance(v, np.ndarray):
             return self.ndarray(v)
-        if isinstance(v, pd.DataFrame):
+        if isinstance(v, self.pd.DataFrame):
             return self.frame(v)
         if dataclasses.is_dataclass(v) and not isinstance(v, type):
             name = type(v).__name__
@@ -105,7 +116,7 @@ class _Encoder:
 
     def frame(self, v: pd.DataFrame) -> Any:
         index = v.index
-        if not isinstance(index, pd.RangeIndex):
+        if not isinstance(index, self.pd.RangeIndex):
             raise CodecError(f"cannot store a DataFrame indexed by {type(index).__name__}")
         if not v.columns.is_unique:
             raise CodecError("cannot store a DataFrame with repeated column labels")
@@ -114,7 +125,7 @@ class _Encoder:
                         "index": self.labels(index)}}
 
     def labels(self, index: pd.Index) -> Any:
-        if isinstance(index, pd.RangeIndex):
+        if isinstance(index, self.pd.RangeIndex):
             return {"range": [index.start, index.stop, index.step]}
         dtype = str(index.dtype)
         if dtype not in _LABEL_DTYPES:
@@ -123,7 +134,7 @@ class _Encoder:
 
     def column(self, s: pd.Series) -> Any:
         dtype = s.dtype
-        if isinstance(dtype, pd.CategoricalDtype):
+        if isinstance(dtype, self.pd.CategoricalDtype):
             return {"$cat": self.ndarray(np.asarray(s.array.codes)), "categories": self.labels(dtype.categories),
                     "ordered": bool(dtype.ordered)}
         if str(dtype) == "str":  # pandas' own strings: missing values are NaN
@@ -201,6 +212,7 @@ class _Decoder:
         return out.reshape(v["shape"])
 
     def frame(self, v: dict) -> pd.DataFrame:
+        pd = _pandas()
         index = self.labels(v["index"])
         if not isinstance(index, pd.RangeIndex):
             raise CodecError("a frame not indexed by a range")
@@ -215,6 +227,7 @@ class _Decoder:
         return frame
 
     def labels(self, v: dict) -> pd.Index:
+        pd = _pandas()
         if "range" in v:
             return pd.RangeIndex(*v["range"])
         if v["dtype"] not in _LABEL_DTYPES:
@@ -222,6 +235,7 @@ class _Decoder:
         return pd.Index([self.value(x) for x in v["values"]], dtype=v["dtype"])
 
     def column(self, v: dict, length: int) -> Any:
+        pd = _pandas()
         if "$cat" in v:
             codes = self.ndarray(v["$cat"])
             index = self.labels(v["categories"])

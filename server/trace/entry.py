@@ -18,7 +18,8 @@ changed file or a new parser never meets a stale entry.
       .<item>.computing                empty: a process is computing the item (others skip it)
 
 Reading a table maps its file and makes pandas columns that are views on the mapped buffers:
-numeric columns and categorical codes are not copied; only the categories become Python strings.
+numeric columns and categorical codes are not copied; only the categories become Python strings
+(frames.py).
 
 # Shared storage
 
@@ -34,9 +35,8 @@ mirror.
 
 # Versions
 
-Each derived item has a version kept next to the code that computes it; its `tag` (a hash of its
-version, the versions of the items it is computed from, and codec.CODEC_VERSION) is in its file
-name. A new version of one analysis makes only its item's file (and those derived from it) stale:
+Each derived item has a version (server/items.py); its `tag` (a hash of its version, the versions of
+the items it is computed from, and codec.CODEC_VERSION) is in its file name. A new version of one analysis makes only its item's file (and those derived from it) stale:
 it is computed again and written beside the others, and the stale file removed. Items of names
 this version does not know (written by a newer profboard sharing the store) are left alone.
 
@@ -72,7 +72,6 @@ back into the page cache for the server's first answers; smaller files are writt
 
 from __future__ import annotations
 
-import functools
 import logging
 import mmap
 import os
@@ -85,7 +84,7 @@ import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 try:
     import fcntl
@@ -93,13 +92,12 @@ except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
 
 import msgspec
-import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from . import codec
-from .decode import decode_trace
-from .tables import TraceTables, build_tables
+
+if TYPE_CHECKING:
+    from .tables import TraceTables
 
 log = logging.getLogger("profboard")
 
@@ -178,10 +176,14 @@ class Entry:
     def tables(self) -> TraceTables:
         """The tables, memory-mapped; raises Damaged when a table file changed since it was checked
         and no longer matches its checksum, or does not have the parser's columns."""
+        # Imported here: opening an entry and reading its items needs neither pandas nor the parser's tables.
+        from .frames import read_frame
+        from .tables import TraceTables
+
         frames = {}
         for name in TABLES:
             data = self._checked(f"{name}.arrow", self.files[f"{name}.arrow"])
-            frames[name] = _frame(name, data)
+            frames[name] = read_frame(name, data)
         return TraceTables(**frames, metadata=self.metadata, warnings=list(self.warnings))
 
     def _checked(self, name: str, check: _FileCheck | None) -> pa.Buffer:
@@ -462,79 +464,6 @@ def _open(folder: Path) -> Entry:
     return Entry(str(folder), content.metadata, content.warnings, content.rows, meta.files)
 
 
-def _frame(name: str, data: pa.Buffer) -> pd.DataFrame:
-    """A table's frame whose columns are views on `data`; raises Damaged when its columns are not the
-    parser's."""
-    reader = pa.ipc.open_file(data)
-    if reader.num_record_batches != 1:
-        raise Damaged(f"{name}.arrow: {reader.num_record_batches} batches, not one")
-    batch = reader.get_batch(0)
-    expected = _expected_columns()[name]
-    columns = {}
-    for column, array in zip(batch.schema.names, batch.columns):
-        dtype = dict(expected).get(column)
-        columns[column] = _column(name, column, array, dtype)
-    found = [(c, str(v.dtype)) for c, v in columns.items()]
-    if found != [(c, d) for c, d in expected]:
-        raise Damaged(f"{name}.arrow: {_column_mismatch(found, expected)}")
-    # One block per column: a frame built from a dict keeps its arrays (views on the mapped file)
-    # instead of stacking same-dtype columns into a copy.
-    return pd.DataFrame(columns, copy=False)
-
-
-def _column(table: str, name: str, array: pa.Array, dtype: str | None) -> Any:
-    if pa.types.is_dictionary(array.type):
-        indices, dictionary = array.indices, array.dictionary
-        if not pa.types.is_integer(indices.type) or not pa.types.is_large_string(dictionary.type):
-            raise Damaged(f"{table}.arrow: {name} is a dictionary of {array.type}")
-        # The codes as written (-1 under the nulls), read off the buffer rather than converted.
-        codes = np.frombuffer(indices.buffers()[1], dtype=indices.type.to_pandas_dtype(),
-                              count=len(indices), offset=indices.offset * indices.type.byte_width)
-        if len(codes) and (codes.min() < -1 or codes.max() >= len(dictionary)):
-            raise Damaged(f"{table}.arrow: {name} has codes outside its categories")
-        categories = pd.Index(dictionary.to_numpy(zero_copy_only=False), dtype=object)
-        return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(categories), validate=False)
-    if not (pa.types.is_integer(array.type) or pa.types.is_floating(array.type) or pa.types.is_boolean(array.type)):
-        raise Damaged(f"{table}.arrow: {name} is {array.type}")
-    if array.null_count:
-        raise Damaged(f"{table}.arrow: {name} has nulls")
-    # Bools are bits in Arrow: the only columns copied.
-    return array.to_numpy(zero_copy_only=not pa.types.is_boolean(array.type))
-
-
-def _to_batch(frame: pd.DataFrame) -> pa.RecordBatch:
-    arrays = []
-    for column in frame.columns:
-        values = frame[column]
-        if isinstance(values.dtype, pd.CategoricalDtype):
-            codes = np.asarray(values.array.codes)
-            categories = pa.array(np.asarray(values.cat.categories, dtype=object), type=pa.large_string())
-            arrays.append(pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), categories))
-        else:
-            arrays.append(pa.array(values.to_numpy()))
-    return pa.RecordBatch.from_arrays(arrays, names=[str(c) for c in frame.columns])
-
-
-def _columns(frame: pd.DataFrame) -> list[tuple[str, str]]:
-    return [(str(name), str(dtype)) for name, dtype in frame.dtypes.items()]
-
-
-def _column_mismatch(found: list[tuple[str, str]], expected: list[tuple[str, str]]) -> str:
-    have, want = dict(found), dict(expected)
-    parts = [f"missing columns {[c for c in want if c not in have]}",
-             f"unexpected columns {[c for c in have if c not in want]}",
-             f"wrong dtypes {[f'{c}: {have[c]}, not {d}' for c, d in want.items() if have.get(c, d) != d]}"]
-    return "; ".join(p for p in parts if not p.endswith("[]")) or "columns out of order"
-
-
-@functools.cache
-def _expected_columns() -> dict[str, list[tuple[str, str]]]:
-    """Columns and dtypes of each table as the parser makes them, taken from the tables of an
-    empty trace so that they follow the parser."""
-    empty = build_tables(decode_trace(b'{"traceEvents": []}'))
-    return {name: _columns(getattr(empty, name)) for name in TABLES}
-
-
 def _discard(path: Path) -> None:
     """Take a damaged entry out of its key's place at once (so the next store can write there and no
     reader meets it half deleted), then delete it."""
@@ -585,6 +514,8 @@ def sweep(store: str, older_than_s: float = STALE_S) -> int:
 def write_entry(store: str, key: str, tables: TraceTables) -> Entry:
     """Write `tables` as the entry for `key` (or keep the one another process wrote meanwhile)
     and open it; raises OSError (or whatever writing raised) when it cannot."""
+    from .frames import frame_batch
+
     root = Path(store)
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
@@ -592,7 +523,7 @@ def write_entry(store: str, key: str, tables: TraceTables) -> Entry:
         files, checked = {}, {}
         for name in TABLES:
             path = tmp / f"{name}.arrow"
-            batch = _to_batch(getattr(tables, name))
+            batch = frame_batch(getattr(tables, name))
             with _EntryFile(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), read_back=str(path)) as sink:
                 with pa.ipc.new_file(sink, batch.schema) as writer:
                     writer.write_batch(batch)

@@ -15,7 +15,7 @@ import pytest
 from profboard.server.analysis.diff import NOISE_FLOOR_US, VERDICT_BAND, compare, side, status, verdict
 from profboard.server.analysis.modules import module_view
 from profboard.server.analysis.tensor_cores import uses_tensor_cores
-from profboard.server.derived import Derivation
+from profboard.server.items import Derivation
 from profboard.server.trace.load import parse_trace
 from synth import ELEMENTWISE, TC_GEMM, Trace, parse
 

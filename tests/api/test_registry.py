@@ -4,6 +4,8 @@ so grepping the name finds all of it; the registry imports a slice only when its
 from __future__ import annotations
 
 import importlib
+import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -52,24 +54,33 @@ def test_view_is_one_slice_under_one_name(entry):
 
 
 def test_old_page_names_belong_to_one_view_and_are_not_views():
-    old = [o for e in SLICES for o in e.view.renamed_from]
+    old = [o for e in SLICES for o in e.renamed_from]
     assert sorted(old) == ["kernel", "module", "operator"]
     assert not set(old) & {e.name for e in SLICES}
 
 
-def test_the_app_is_made_without_the_analyses(tmp_path):
-    # In a process of its own: this one has imported everything. Importing and making the app imports
-    # no view slice, no analysis library (the server lists runs before they are loaded: issue 15); once
-    # started, it includes the views beside its first requests, and a request for one gets its answer.
-    script = f"""
-import sys
-from fastapi.testclient import TestClient
-from profboard.server.app import create_app
+def _run_alone(script: str) -> None:
+    # In a process of its own: this one has imported everything.
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+_SLICES_IMPORTED = """
+import sys, time
 from profboard.server.api import SLICES
-from profboard.server.settings import Settings
 
 def slices():
-    return [e.name for e in SLICES if f"profboard.server.api.{{e.name}}" in sys.modules]
+    return [e.name for e in SLICES if f"profboard.server.api.{e.name}" in sys.modules]
+"""
+
+
+def test_the_app_is_made_without_the_analyses(tmp_path):
+    # Importing and making the app imports no view slice, no analysis library (the server lists runs
+    # before they are loaded: issue 15); once started, it includes the views beside its first requests.
+    _run_alone(_SLICES_IMPORTED + f"""
+from fastapi.testclient import TestClient
+from profboard.server.app import create_app
+from profboard.server.settings import Settings
 
 app = create_app(Settings(logdir={str(REPO / "examples/logdir")!r}, cache_dir={str(tmp_path)!r}))
 heavy = [m for m in ("pandas", "numpy", "pyarrow", "plotly", "profboard.server.provider") if m in sys.modules]
@@ -78,7 +89,38 @@ assert slices() == [], slices()
 with TestClient(app, base_url="http://localhost") as client:
     assert client.get("/api/runs").status_code == 200
     assert client.get("/api/overview").status_code == 400
+    deadline = time.monotonic() + 60
+    while slices() != [e.name for e in SLICES] and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert slices() == [e.name for e in SLICES], slices()
-"""
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+""")
+
+
+def test_a_stored_overview_is_answered_without_the_analyses(tmp_path, start_app):
+    # A reopened trace's first page: its run listed and its overview read from the store, with only the
+    # overview's slice imported, and neither pandas nor any analysis (issue 15: reopen to the first overview).
+    logdir, cache = tmp_path / "logdir", tmp_path / "cache"
+    shutil.copytree(REPO / "examples/logdir/loss_sync_after", logdir / "run")
+    first = start_app(logdir, expect=["run"], cache_dir=cache)
+    expected = first.get("/api/overview", {"run": "run"}).json()  # computed once, and stored
+    first.stop()
+    _run_alone(_SLICES_IMPORTED + f"""
+import json
+from fastapi.testclient import TestClient
+from profboard.server import app as app_module
+from profboard.server.settings import Settings
+
+app_module._Views.include_soon = lambda self: None  # the rest are included later: not what this checks
+app = app_module.create_app(Settings(logdir={str(logdir)!r}, cache_dir={str(cache)!r}))
+with TestClient(app, base_url="http://localhost") as client:
+    deadline = time.monotonic() + 60
+    while (answer := client.get("/api/overview", params={{"run": "run"}})).status_code != 200:
+        assert answer.status_code == 503 and time.monotonic() < deadline, answer.text
+        time.sleep(0.02)
+    assert answer.json() == json.loads({json.dumps(json.dumps(expected))}), answer.json()
+    runs = client.get("/api/runs").json()["runs"]
+    assert runs[0]["status"] == "ready" and "overview" in runs[0]["views"], runs
+heavy = [m for m in sys.modules if m == "pandas" or m.startswith(("profboard.server.analysis", "profboard.server.derived"))]
+assert heavy == [], heavy
+assert slices() == ["overview"], slices()
+""")

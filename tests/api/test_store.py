@@ -1,4 +1,4 @@
-"""The trace's store and its provider (server/derived.py, server/provider.py, server/store.py): derived
+"""The trace's store and its provider (server/items.py, server/derived.py, server/provider.py, server/store.py): derived
 items read back as they were computed, versions that recompute only what changed, damaged items and
 tables, the loader's items waited for, the memory budget, and the overview across ranks."""
 
@@ -8,6 +8,7 @@ import dataclasses
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -18,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from profboard.server import derived
+from profboard.server import derived, items
 from profboard.server.analysis.distributed import distributed
 from profboard.server.analysis.overview import overview
-from profboard.server.derived import ITEMS, Derivation, current_items, derive, load_items, tag
+from profboard.server.derived import derive
+from profboard.server.items import ITEMS, Derivation, current_items, load_items, tag
 from profboard.server.budget import Budget
 from profboard.server.provider import TraceProvider
 from profboard.server.sizes import held_bytes
@@ -71,7 +73,7 @@ def test_derive_reports_ready_first_then_each_item(tmp_path):
     entry, tables = stored_trace(TRANSFORMER, tmp_path)
     events = []
     derive(entry, tables, "worker0", events.append)
-    rest = [n for n in derived.LOAD_ORDER if n != "views"]
+    rest = [n for n in items.LOAD_ORDER if n != "views"]
     assert events[0] == ("ready", (rest[0],))
     stored = events[1:]
     assert [e[1] for e in stored] == rest and [e[4] for e in stored] == [(n,) for n in rest[1:]] + [()]
@@ -140,7 +142,7 @@ def test_a_helper_computes_items_beside_the_loader(tmp_path):
         derive(entry, tables, "worker0", events.append,
                helper=lambda name: pool.submit(derived.compute_stored, entry, "worker0", name))
     stored = [e[1] for e in events if e[0] == "stored"]
-    assert sorted(stored) == sorted(n for n in derived.LOAD_ORDER if n != "views")
+    assert sorted(stored) == sorted(n for n in items.LOAD_ORDER if n != "views")
     for name in stored:
         assert all(stored.index(need) < stored.index(name) for need in ITEMS[name].needs if need != "views")
     assert events[0] == ("ready", ("steps", "optree")), "both lanes start at once, each on an item with no inputs"
@@ -166,12 +168,12 @@ def test_a_helper_that_fails_leaves_its_item_to_the_loader(tmp_path, caplog):
 
 def test_a_small_trace_gets_at_load_only_what_lists_it_and_what_other_workers_read(tmp_path, monkeypatch):
     entry, tables = stored_trace(TRANSFORMER, tmp_path)
-    assert entry.rows["events"] < derived.LOAD_ALL_ROWS
-    assert derived.load_items(entry.rows["events"]) == ("views", "steps", "breakdown", "summary")
-    derive(entry, tables, "worker0", lambda event: None, derived.load_items(entry.rows["events"]))
+    assert entry.rows["events"] < items.LOAD_ALL_ROWS
+    assert items.load_items(entry.rows["events"]) == ("views", "steps", "breakdown", "summary")
+    derive(entry, tables, "worker0", lambda event: None, items.load_items(entry.rows["events"]))
     assert current_items(entry, "worker0") == {"views", "steps", "breakdown", "summary"}
-    monkeypatch.setattr(derived, "LOAD_ALL_ROWS", entry.rows["events"])
-    assert derived.load_items(entry.rows["events"]) == derived.LOAD_ORDER
+    monkeypatch.setattr(items, "LOAD_ALL_ROWS", entry.rows["events"])
+    assert items.load_items(entry.rows["events"]) == items.LOAD_ORDER
 
 
 def test_a_new_version_recomputes_only_its_item_and_those_made_from_it(tmp_path, monkeypatch):
@@ -287,7 +289,9 @@ def test_held_bytes_count_what_is_not_mapped(tmp_path):
     categories = sum(int(c.cat.categories.memory_usage(deep=True)) for frame in
                      (mapped.events, mapped.memory, mapped.flows, mapped.counters)
                      for _, c in frame.items() if c.dtype == "category")
-    assert held_bytes(mapped) == categories  # numeric columns and codes are views on the file
+    # Numeric columns and codes are views on the file: the tables hold their categories, metadata and warnings.
+    assert held_bytes(mapped) == (categories + sys.getsizeof(mapped) + held_bytes(mapped.metadata)
+                                  + held_bytes(mapped.warnings))
     numeric = sum(c.to_numpy().nbytes for _, c in tables.events.items() if c.dtype != "category")
     assert held_bytes(tables) > categories + numeric  # parsed here: every column
 
@@ -412,8 +416,8 @@ def test_an_idle_trace_lets_its_mapped_pages_go(tmp_path):
 def test_a_request_waits_for_the_item_the_loader_computes_next(tmp_path):
     entry, tables = stored_trace(TRANSFORMER, tmp_path)
     provider = TraceProvider(entry, "worker0", Budget(1 << 30), lambda: None)
-    at = derived.LOAD_ORDER.index("layout") - 1
-    provider.loader_started((derived.LOAD_ORDER[at], "layout"))  # the loader's item just before the layout, and it
+    at = items.LOAD_ORDER.index("layout") - 1
+    provider.loader_started((items.LOAD_ORDER[at], "layout"))  # the loader's item just before the layout, and it
     got = []
     asker = threading.Thread(target=lambda: got.append(provider.layout()))
     asker.start()
@@ -422,7 +426,7 @@ def test_a_request_waits_for_the_item_the_loader_computes_next(tmp_path):
     loader = Derivation(entry, lambda: tables, "worker0")
     loader.get("layout")
     file = loader.written["layout"]
-    provider.loader_stored(derived.LOAD_ORDER[at], None, None, ("layout",))
+    provider.loader_stored(items.LOAD_ORDER[at], None, None, ("layout",))
     provider.loader_stored("layout", file, entry.checked[file], ())
     asker.join(5)
     assert_identical(got[0], loader.values["layout"])

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from profboard.server.analysis.overview import overview
-from profboard.server.derived import Derivation
+from profboard.server.items import Derivation
 from profboard.server.trace import entry as entry_module
 from profboard.server.trace import load as load_module
 from profboard.server.trace.entry import STALE_S, open_entry, sweep, write_entry
