@@ -245,6 +245,25 @@ def _derivation(trace: TraceFile, settings: Settings, worker: str, names: tuple[
     return Derivation(entry, lambda: tables, worker, computed=computed)
 
 
+def _stored_overview(trace: TraceFile, settings: Settings, worker: str) -> dict | None:
+    """The worker's overview read from the trace's store entry, where it is stored at its current version
+    (else None): a warm summary reads neither the trace nor its tables, and imports no analysis."""
+    from .items import Derivation, current_items
+    from .trace.keys import entry_key
+    from .trace.mirror import local_stores
+    from .trace.shared import open_entry_from
+
+    stores, shared = local_stores([settings.cache_dir] if settings.cache_dir else [])
+    if not stores:
+        return None
+    key = entry_key(trace.path, trace.size, trace.mtime)
+    entry = open_entry_from(stores[0], key, shared, trace.path, check=False)  # the tables are not read
+    if entry is None or "overview" not in current_items(entry, worker):
+        return None
+    found, overview = Derivation(entry, entry.tables, worker).stored("overview")
+    return overview if found else None
+
+
 def summary(argv: list[str]) -> int:
     from .logdir import discover
     from .trace.decode import TraceFormatError
@@ -270,13 +289,16 @@ def summary(argv: list[str]) -> int:
         print(f"profboard summary: run {args.run!r} has no worker {worker!r} span {args.span!r} "
               f"(workers: {', '.join(run.workers)})", file=sys.stderr)
         return 2
-    try:
-        derivation = _derivation(trace, _settings(args, args.logdir), worker, ("overview",))
-    except TraceFormatError as exc:
-        print(f"profboard summary: cannot read {trace.path}: {exc}", file=sys.stderr)
-        return 1
     # The worker's overview as the server shows it when the run has no other worker: from the store.
-    json.dump(derivation.get("overview"), sys.stdout, indent=2)
+    settings = _settings(args, args.logdir)
+    overview = _stored_overview(trace, settings, worker)
+    if overview is None:
+        try:
+            overview = _derivation(trace, settings, worker, ("overview",)).get("overview")
+        except TraceFormatError as exc:
+            print(f"profboard summary: cannot read {trace.path}: {exc}", file=sys.stderr)
+            return 1
+    json.dump(overview, sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
 

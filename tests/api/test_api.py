@@ -694,6 +694,14 @@ def test_real_cli_summary_prints_the_overview(api, api_logdir, tmp_path):
     assert set(summary) == {"steps", "average", "gpus", "idle", "recommendations", "warnings"}
     # The CLI mirrors the API.
     assert summary == api.get("/api/overview", {"run": "loss_sync_after", "span": "1"}).json()
+    # Again, on the warm store: the stored overview, read without the trace's tables or pandas (-X importtime
+    # lists every module the process imported).
+    again = subprocess.run([sys.executable, "-X", "importtime", "-m", "profboard.server.cli", "summary", str(api_logdir),
+                            "--run", "loss_sync_after", "--span", "1", "--json", "--cache-dir", str(tmp_path / "cache")],
+                           capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert again.returncode == 0 and json.loads(again.stdout) == summary, again.stderr
+    imported = {line.rsplit("|", 1)[1].strip() for line in again.stderr.splitlines() if line.startswith("import time:")}
+    assert "profboard.server.items" in imported and "pandas" not in imported
 
 
 def _children(pid: int) -> set[int]:
