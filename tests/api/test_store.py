@@ -5,6 +5,7 @@ tables, the loader's items waited for, the memory budget, and the overview acros
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 import os
 import shutil
@@ -51,6 +52,14 @@ def transformer(tmp_path_factory):
     derive(entry, tables, "worker0", lambda event: None)
     return store, entry, {name: computed.get(name) for name in STORED}
 
+
+
+def test_every_item_of_the_catalogue_has_one_computation_taking_what_it_is_made_from():
+    assert set(derived.COMPUTE) == set(ITEMS)
+    for name, item in ITEMS.items():
+        assert len(inspect.signature(derived.COMPUTE[name]).parameters) == 2 + len(item.needs), name
+        # What an item is made from is in the catalogue, and comes before it in the loader's order.
+        assert all(items.LOAD_ORDER.index(n) < items.LOAD_ORDER.index(name) for n in item.needs), name
 
 def test_every_item_reads_back_as_computed(transformer):
     store, entry, computed = transformer
