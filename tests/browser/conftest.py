@@ -72,8 +72,7 @@ def context(tmp_path_factory: pytest.TempPathFactory):
         context.close()
 
 
-@pytest.fixture
-def page(context, request):
+def new_page(context):
     """A new 1280x800 page whose console errors and uncaught exceptions are collected in `page.errors`."""
     page = context.new_page()
     page.set_default_timeout(15000)
@@ -81,12 +80,35 @@ def page(context, request):
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
     page.errors = errors
+    return page
+
+
+@pytest.fixture
+def page(context, request):
+    """A new page of the test's own (new_page)."""
+    page = new_page(context)
     yield page
     if request.node.rep_call.failed if hasattr(request.node, "rep_call") else False:
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / f"FAILED-{request.node.name}.png"))
     page.close()
     context.clear_permissions()  # a test may have granted the clipboard
+
+
+@pytest.fixture(scope="module")
+def loaded_page(context):
+    """`loaded_page(url)`: a page (new_page) that has loaded `url`, one per URL for the whole module, for
+    tests that only read what a view drew there: each such load costs a second or more on two cores."""
+    pages = {}
+
+    def get(url: str):
+        if url not in pages:
+            pages[url] = new_page(context)
+            pages[url].goto(url)
+        return pages[url]
+    yield get
+    for page in pages.values():
+        page.close()
 
 
 @pytest.fixture(scope="module")

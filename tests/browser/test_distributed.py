@@ -96,14 +96,20 @@ def dist(page, server) -> DistributedPage:
     return DistributedPage(page, server)
 
 
+@pytest.fixture
+def drawn(loaded_page, server):
+    """`drawn(run)`: the view of `run` as first drawn, loaded once for the module's tests that only read it."""
+    return lambda run: DistributedPage(loaded_page(f"{server}/distributed?{sel(run)}"), server).wait_drawn()
+
+
 @pytest.mark.parametrize("run", RANKED_RUNS)
-def test_distributed_headline_names_rank_1(dist, api, shots, run):
+def test_distributed_headline_names_rank_1(drawn, api, shots, run):
     data = api(f"/api/distributed?{sel(run)}")
     s = data["stragglers"]
     assert [r["rank"] for r in s["stragglers"]] == [1], "the run's straggler is rank 1"
     worker = next(r["worker"] for r in data["ranks"] if r["rank"] == 1)
     straggler = s["stragglers"][0]
-    dist.open(sel(run)).wait_drawn()
+    dist = drawn(run)
 
     headline = dist.part("straggler-headline")
     expect(headline).to_have_attribute("data-ranks", "1")
@@ -146,11 +152,11 @@ def test_distributed_headline_names_rank_1(dist, api, shots, run):
 
 
 @pytest.mark.parametrize("run", each(STRAGGLER, FSDP))
-def test_distributed_collectives_card_shows_the_report_and_delay_map(dist, api, shots, run):
+def test_distributed_collectives_card_shows_the_report_and_delay_map(drawn, api, shots, run):
     data = api(f"/api/distributed?{sel(run)}")
     report = sorted(data["collectives"], key=lambda r: -r["transfer_us"])
     assert report, "the run's collectives are matched"
-    dist.open(sel(run)).wait_drawn()
+    dist = drawn(run)
     expect(dist.part("delay-map").locator(".main-svg").first).to_be_attached()
     expect(dist.part("collective-table").locator("tbody tr")).to_have_count(len(report))
     assert dist.column("collective-table", "Type") == [r["type"] for r in report]
@@ -244,9 +250,9 @@ def test_distributed_comm_ops_follow_the_rank_picker(dist, api, run):
 
 
 @pytest.mark.parametrize("run", RANKED_RUNS)
-def test_distributed_topology_lists_every_gpu(dist, api, run):
+def test_distributed_topology_lists_every_gpu(drawn, api, run):
     data = api(f"/api/distributed?{sel(run)}")
-    dist.open(sel(run)).wait_drawn()
+    dist = drawn(run)
     processes = [p for n in data["topology"] for p in n["processes"]]
     gpus = [g for p in processes for g in p["gpus"]]
     n = len(workers_of(api, run))  # one GPU per rank
@@ -272,11 +278,11 @@ def test_distributed_topology_lists_every_gpu(dist, api, run):
     assert dist.page.errors == []
 
 
-def test_distributed_fsdp_notes_unequal_call_counts(dist, api):
+def test_distributed_fsdp_notes_unequal_call_counts(drawn, api):
     data = api(f"/api/distributed?{sel(FSDP)}")
     mismatches = data["stragglers"]["unaligned"]["count_mismatches"]
     assert mismatches, "FSDP's ranks split their gathers differently over the steps"
-    dist.open(sel(FSDP)).wait_drawn()
+    dist = drawn(FSDP)
     note = dist.part("unaligned-note")
     expect(note).to_be_visible()
     items = note.locator("li")
