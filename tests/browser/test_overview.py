@@ -33,8 +33,14 @@ def overview(page, server) -> OverviewPage:
     return OverviewPage(page, server)
 
 
-def test_overview_renders_charts_table_and_gpu_summary(overview, api, shots):
-    overview.open(f"run={RESNET.name}").wait_drawn()
+@pytest.fixture
+def resnet(loaded_page, server) -> OverviewPage:
+    """The view of resnet50_fp32 as first drawn, loaded once for the module's tests that only read it."""
+    return OverviewPage(loaded_page(f"{server}/overview?run={RESNET.name}"), server).wait_drawn()
+
+
+def test_overview_renders_charts_table_and_gpu_summary(resnet, api, shots):
+    overview = resnet
     data = api(f"/api/overview?{RESNET.sel()}")
     gpu = data["gpus"][0]
 
@@ -267,8 +273,8 @@ def test_overview_shows_reader_and_analysis_warnings(overview, server, shots):
     assert page.errors == []
 
 
-def test_steps_and_evidence_link_to_their_time_range_in_the_trace_view(overview, api):
-    overview.open(f"run={RESNET.name}").wait_drawn()
+def test_steps_and_evidence_link_to_their_time_range_in_the_trace_view(resnet, api):
+    overview = resnet
     data = api(f"/api/overview?{RESNET.sel()}")
     links = overview.part("step-table").locator(f"tbody {css_testid('trace-link')}")
     expect(links).to_have_count(len(data["steps"]))
