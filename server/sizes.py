@@ -24,7 +24,7 @@ def held_bytes(value: Any) -> int:
         seen[id(v)] = v
         if isinstance(v, np.ndarray):
             return _array_bytes(v) + (sum(size(x) for x in v.ravel()) if v.dtype == object else 0)
-        if type(v).__module__.startswith("pandas."):
+        if type(v).__module__.partition(".")[0] == "pandas":  # "pandas" itself for its public classes
             held = _pandas_bytes(v, size)
             if held is not None:
                 return held
