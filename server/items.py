@@ -54,7 +54,7 @@ ITEMS: dict[str, Item] = {item.name: item for item in (
     Item("optree", 1, ()),  # analysis/optree.py build_op_tree
     # analysis/overview.py worker_overview, with every rule of analysis/rules and the analyses they read
     Item("overview", 4, ("steps", "breakdown", "optree")),
-    Item("op_instances", 1, ("optree",)),  # analysis/operators.py op_instances, with callstacks.op_stacks
+    Item("op_instances", 2, ("optree",)),  # analysis/operators.py op_instances, with callstacks.op_stacks
     Item("layout", 2, ()),  # analysis/timeline.py build_layout
     Item("blocks", 1, ("layout",)),  # analysis/lod.py build_blocks
     Item("flows", 2, ("layout",)),  # analysis/flows.py build_flows

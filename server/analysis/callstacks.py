@@ -90,6 +90,7 @@ def _from_python_frames(events: pd.DataFrame, rows: np.ndarray, intern: _Interne
         return out
     threads = thread_key(events)
     frames = frames[nesting_order(threads[frames], ts[frames], end[frames])]
+    frames = frames[_around(threads[frames], ts[frames], end[frames], threads[rows], ts[rows])]
     nested = nesting(threads[frames], ts[frames], end[frames])
     parent = nested.parent
 
@@ -141,6 +142,34 @@ def _from_python_frames(events: pd.DataFrame, rows: np.ndarray, intern: _Interne
         found = candidate >= 0
         out[mine[found]] = stack_of_frame[candidate[found]]
     return out
+
+
+def _around(group: np.ndarray, start: np.ndarray, end: np.ndarray, at_group: np.ndarray,
+            at_time: np.ndarray) -> np.ndarray:
+    """Mask over frames (in nesting order): those that the stacks of operators starting at `at_time` (on
+    their group, a thread) are found from. Per operator, the last frame started by then, where the
+    search for the innermost open frame begins; then, over and over, every frame open when a kept one
+    started, which holds its ancestors (optree.nesting makes a frame's parent one open where it starts).
+    Nesting the kept frames gives each the parent it has among all frames, so the stacks are the same;
+    a few operators (graph breaks, sync sites) need a few thousand of a trace's millions of frames."""
+    kept = np.zeros(len(start), dtype=bool)
+    for g in np.unique(at_group).tolist():
+        lo, hi = np.searchsorted(group, [g, g + 1])
+        last = lo + np.searchsorted(start[lo:hi], at_time[at_group == g], "right") - 1
+        kept[last[last >= lo]] = True
+    found = kept.copy()
+    while found.any():
+        points_group, points_time = group[found], start[found]
+        found = np.zeros(len(start), dtype=bool)
+        for g in np.unique(points_group).tolist():
+            lo, hi = np.searchsorted(group, [g, g + 1])
+            times = np.sort(points_time[points_group == g])
+            hi = lo + np.searchsorted(start[lo:hi], times[-1], "right")  # none started later holds a point
+            mine = lo + np.flatnonzero(~kept[lo:hi])
+            # Open at some t of `times`: start <= t < end.
+            found[mine] = np.searchsorted(times, start[mine], "left") < np.searchsorted(times, end[mine], "left")
+        kept |= found
+    return kept
 
 
 def op_stacks(events: pd.DataFrame, rows: np.ndarray) -> Stacks:

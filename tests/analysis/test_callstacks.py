@@ -47,3 +47,19 @@ def test_stacks_from_frames_share_the_ids_of_stacks_from_arguments():
     frames, of_ops = stacks_of(t, ["op_with_argument", "op_main", "op_in_f"])
     assert frames == [(F, MAIN), (MAIN,)]
     assert of_ops == [(F, MAIN), (MAIN,), (F, MAIN)]
+
+
+def test_a_frame_that_outlives_its_parent_keeps_its_parent_in_the_stack():
+    # Frames are nested by time (optree.nesting): G starts inside F and is clipped to it, so F is its
+    # parent even after F ended. Asked for one operator, the stacks come from the frames around it, F
+    # included (it is open where G starts), as they come from all of them.
+    t = Trace()
+    t.python(F, 0, 100, python_id=1)
+    t.python(G, 50, 150, python_id=2, parent_id=1)
+    t.python(H, 300, 10, python_id=3)  # around no operator asked for
+    t.op("op_early", 10, 5)
+    t.op("op_after_f", 120, 5)
+    t.op("op_in_h", 302, 5)
+    assert stacks_of(t, ["op_after_f"])[1] == [(G, F)]
+    assert stacks_of(t, ["op_early", "op_after_f"]) == ([(F,), (G, F)], [(F,), (G, F)])
+    assert stacks_of(t, ["op_early", "op_after_f", "op_in_h"])[1] == [(F,), (G, F), (H,)]
