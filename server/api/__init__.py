@@ -1,11 +1,11 @@
 """The view registry: the views profboard has, in the order of the left panel.
 
 Each view is a slice, `server/api/<name>.py`, that defines `VIEW` next to its router (router,
-`is_active`, "how computed" note; see views.py). The registry lists the slices by name, with their titles
-and older page names and how each view applies to a run besides its trace's `is_active` check, and
-imports a slice when its `VIEW` is first asked for: the slices' routes, response models and analysis modules take a quarter of a
-second to import, which the server's start and /api/runs (answered from `SLICES` alone) need not
-wait for. Adding a view is its slice plus one line here. A view whose `is_active` check fails is
+`is_active`, "how computed" note; see views.py). The registry lists the slices by name, with their
+titles and older page names and how each view applies to a run besides its trace's `is_active` check,
+and imports a slice when its `VIEW` is first asked for: the slices' routes, response models and
+analysis modules take a quarter of a second to import, which the server's start, its pages and
+/api/runs (answered from `SLICES` alone) need not wait for. Adding a view is its slice plus one line here. A view whose `is_active` check fails is
 logged and hidden, never fatal.
 """
 
@@ -65,8 +65,8 @@ SLICES: tuple[Slice, ...] = (
 )
 
 
-# Version of trace_views' answer, which the trace's store keeps (the "views" item: server/items.py): bump when a
-# view is added or its is_active check changes.
+# Version of trace_views' answer, which the trace's store keeps (the "views" item: server/items.py):
+# bump when a view is added or its is_active check changes.
 VIEWS_VERSION = 2
 
 
