@@ -60,7 +60,7 @@ from ..trace.schema import HOST_OP_KINDS, LAUNCH_KINDS, Kind
 from ..trace.tables import TraceTables
 from . import ranges
 from .callstacks import op_stacks, user_frame
-from .flows import Flows, build_flows
+from .flows import build_flows
 from .kinds import of_kinds
 from .launch import is_graph_launch
 from .names import name_mask, names_at
@@ -256,14 +256,14 @@ def _region_summary(calls: pd.DataFrame) -> dict[str, Any]:
 # -- CompiledFunction pieces ------------------------------------------------------------------
 
 
-def compiled_pieces(tables: TraceTables, steps: Steps | None = None, flows: Flows | None = None) -> dict[str, Any]:
+def compiled_pieces(tables: TraceTables, steps: Steps | None = None) -> dict[str, Any]:
     """CompiledFunction (forward) and CompiledFunctionBackward pieces per step, paired through
-    fwdbwd flows (note 4); `flows` is the trace's, when the caller has it."""
+    fwdbwd flows (note 4)."""
     events = tables.events
     steps = steps or detect_steps(events)
     forward = _host_rows(events, lambda n: n == FORWARD_PIECE)
     backward = _host_rows(events, lambda n: n == BACKWARD_PIECE)
-    flows = flows or build_flows(tables, np.ones(len(events), dtype=bool))
+    flows = build_flows(tables, np.ones(len(events), dtype=bool))
     backward_pair = flows.cat == 1
     pairs = pd.DataFrame({"src": flows.src[backward_pair], "dst": flows.dst[backward_pair]})
     pairs = pairs[pairs["src"].isin(forward) & pairs["dst"].isin(backward)].drop_duplicates("src")
@@ -456,12 +456,12 @@ def _inherited_phase(names: np.ndarray, parent: np.ndarray) -> np.ndarray:
     return phase
 
 
-def compiled_view(tables: TraceTables, flows: Flows | None = None, steps: Steps | None = None) -> dict[str, Any]:
+def compiled_view(tables: TraceTables, steps: Steps | None = None) -> dict[str, Any]:
     """The torch.compile view's data: regions, pieces, kernel mix, compile break-down."""
     steps = steps if steps is not None else detect_steps(tables.events)
     return {
         "regions": compiled_regions(tables, steps),
-        "pieces": compiled_pieces(tables, steps, flows),
+        "pieces": compiled_pieces(tables, steps),
         "kernels": kernel_mix(tables),
         "compile": compile_breakdown(tables),
         "warnings": list(steps.warnings),

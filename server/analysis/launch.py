@@ -24,7 +24,7 @@ import pandas as pd
 from ..trace.schema import DEVICE_KINDS, LAUNCH_KINDS, Kind
 from ..trace.tables import TraceTables
 from . import ranges
-from .flows import Flows, build_flows
+from .flows import build_flows
 from .kinds import of_kinds
 from .names import name_mask, names_at
 from .records import clean_row
@@ -48,16 +48,15 @@ def launch_calls(events: pd.DataFrame) -> np.ndarray:
     return np.flatnonzero(launch & name_mask(events["name"], _is_launch_name))
 
 
-def _short_kernels(tables: TraceTables, calls: np.ndarray, flows: Flows | None) -> pd.DataFrame:
+def _short_kernels(tables: TraceTables, calls: np.ndarray) -> pd.DataFrame:
     """One row per kernel tied to a launch call (`calls`: launch_calls'): kernel row, call row, both durations."""
     events = tables.events
     kind = events["kind"].to_numpy()
     is_call = np.zeros(len(events), dtype=bool)
     is_call[calls] = True
-    if flows is None:
-        # Only launch calls and kernels matter here: fwdbwd pairs need operators, so they are not
-        # matched (3 s of the Llama trace's overview).
-        flows = build_flows(tables, is_call | (kind == Kind.KERNEL), backward=False)
+    # Only launch calls and kernels matter here: fwdbwd pairs need operators, so they are not matched (3 s
+    # of the Llama trace's overview).
+    flows = build_flows(tables, is_call | (kind == Kind.KERNEL), backward=False)
     pick = flows.cat == 0
     src, dst = flows.src[pick], flows.dst[pick]
     keep = (kind[dst] == Kind.KERNEL) & is_call[src]
@@ -69,9 +68,9 @@ def _short_kernels(tables: TraceTables, calls: np.ndarray, flows: Flows | None) 
     return pd.DataFrame({"kernel": kernel, "call": call, "kernel_us": dur[kernel], "launch_us": dur[call]})
 
 
-def launch_overhead(tables: TraceTables, steps: Steps | None = None, flows: Flows | None = None) -> dict[str, Any]:
+def launch_overhead(tables: TraceTables, steps: Steps | None = None) -> dict[str, Any]:
     """Per step the GPU time idle while the host launches (note 3) and the kernels shorter than
-    their launch call (note 4), in us; `flows` is the trace's, when the caller has it."""
+    their launch call (note 4), in us."""
     events = tables.events
     steps = steps or detect_steps(events)
     kind = events["kind"].to_numpy()
@@ -83,7 +82,7 @@ def launch_overhead(tables: TraceTables, steps: Steps | None = None, flows: Flow
     launching = ranges.union(ts[calls], end[calls])
     windows = (steps.starts, steps.ends)
     split = ranges.assign_by_priority([busy, launching], windows)
-    pairs = _short_kernels(tables, calls, flows)
+    pairs = _short_kernels(tables, calls)
     short = pairs[pairs["kernel_us"] < pairs["launch_us"]]
     step_of_pair = step_of(steps, ts[pairs["call"].to_numpy()])
     step_of_short = step_of_pair[(pairs["kernel_us"] < pairs["launch_us"]).to_numpy()]

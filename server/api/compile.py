@@ -261,7 +261,10 @@ def get_compile(sel: Selection = Depends(select)) -> dict[str, Any]:
     p = sel.provider
 
     def compute() -> dict[str, Any]:
-        tables, flows, steps = p.tables(), p.flows(), p.steps()
-        return {**compiled_view(tables, flows, steps), "launch": launch_overhead(tables, steps, flows),
+        # The flows these read are built by them, not taken from the trace's flows item, which comes after
+        # the timeline's layout, seconds after the overview of a big trace (and holds only the timeline's
+        # events): on a 1 GB torch.compile trace 1.0-1.2 s against 1.5 s with the item at hand.
+        tables, steps = p.tables(), p.steps()
+        return {**compiled_view(tables, steps), "launch": launch_overhead(tables, steps),
                 "aten": aten_in_graphs(tables, p.op_tree())}
     return p.memo(("compile",), compute)
