@@ -263,9 +263,8 @@ def compiled_pieces(tables: TraceTables, steps: Steps | None = None) -> dict[str
     steps = steps or detect_steps(events)
     forward = _host_rows(events, lambda n: n == FORWARD_PIECE)
     backward = _host_rows(events, lambda n: n == BACKWARD_PIECE)
-    flows = build_flows(tables, np.ones(len(events), dtype=bool))
-    backward_pair = flows.cat == 1
-    pairs = pd.DataFrame({"src": flows.src[backward_pair], "dst": flows.dst[backward_pair]})
+    flows = build_flows(tables, np.ones(len(events), dtype=bool), launch=False)
+    pairs = pd.DataFrame({"src": flows.src, "dst": flows.dst})
     pairs = pairs[pairs["src"].isin(forward) & pairs["dst"].isin(backward)].drop_duplicates("src")
     paired_forward = np.isin(forward, pairs["src"].to_numpy())
     paired_backward = np.isin(backward, pairs["dst"].to_numpy())

@@ -117,12 +117,13 @@ def _backward_pairs(events: pd.DataFrame, flows: pd.DataFrame) -> tuple[np.ndarr
     return pairs["row_s"].to_numpy(np.int64), pairs["row_f"].to_numpy(np.int64)
 
 
-def build_flows(tables: TraceTables, on_timeline: np.ndarray, backward: bool = True) -> Flows:
+def build_flows(tables: TraceTables, on_timeline: np.ndarray, backward: bool = True, launch: bool = True) -> Flows:
     """Every pair whose two events are both on the timeline (`on_timeline[row]`); launch pairs only
-    when not `backward` (the same as when no operator is on the timeline, without matching them)."""
+    when not `backward` (the same as when no operator is on the timeline, without matching them), and
+    fwdbwd pairs only when not `launch`."""
     events = tables.events
-    launch = _launch_pairs(events)
     empty = np.empty(0, dtype=np.int64)
+    launch = _launch_pairs(events) if launch else (empty, empty)
     backward = _backward_pairs(events, tables.flows) if backward else (empty, empty)
     src = np.concatenate([launch[0], backward[0]])
     dst = np.concatenate([launch[1], backward[1]])
