@@ -20,7 +20,8 @@ loader computes it waits for it instead of computing it a second time.
 
 `LOAD_ORDER` is the order the loader computes them in: what /api/runs needs first (the views a trace
 has: the trace is ready once they are known), then the overview and what it is made from (the first
-page a user opens), the operator calls (the page opened next, most often), the timeline's items, then
+page a user opens), the operator calls (the page opened next, most often), the Compile view's answer
+(which read every event of a 1 GB trace in the server, its memory beside the loader's), the timeline's items, then
 the summary that the Distributed view and the findings across ranks of the run's other workers read (a
 run of one worker, the most common, never needs it).
 """
@@ -55,6 +56,9 @@ ITEMS: dict[str, Item] = {item.name: item for item in (
     # analysis/overview.py worker_overview, with every rule of analysis/rules and the analyses they read
     Item("overview", 4, ("steps", "breakdown", "optree")),
     Item("op_instances", 2, ("optree",)),  # analysis/operators.py op_instances, with callstacks.op_stacks
+    # The Compile view's answer: analysis/compile.py compiled_view, launch.py launch_overhead and
+    # compile_ops.py aten_in_graphs
+    Item("compile", 1, ("steps", "optree")),
     Item("layout", 2, ()),  # analysis/timeline.py build_layout
     Item("blocks", 1, ("layout",)),  # analysis/lod.py build_blocks
     Item("flows", 2, ("layout",)),  # analysis/flows.py build_flows

@@ -128,6 +128,10 @@ class TraceProvider:
     def op_instances(self) -> tuple[pd.DataFrame, Stacks]:
         return self._derivation.get("op_instances")
 
+    def compiled(self) -> dict[str, Any]:
+        """The Compile view's answer."""
+        return self._derivation.get("compile")
+
     def layout(self) -> Layout:
         return self._derivation.get("layout")
 

@@ -8,9 +8,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
-from ..analysis.compile import compiled_view, has_compiled_code
-from ..analysis.compile_ops import aten_in_graphs
-from ..analysis.launch import launch_overhead
+from ..analysis.compile import has_compiled_code
 from .deps import Selection, select
 from .views import View
 
@@ -258,13 +256,4 @@ def get_compile(sel: Selection = Depends(select)) -> dict[str, Any]:
     launch APIs, the compile break-down by phase (Dynamo, AOT autograd, Inductor, Triton), and
     launch overhead per step (GPU idle while the CPU launches, kernels shorter than their launch),
     and the aten operators compiled graphs ran (extern kernels and fallbacks)."""
-    p = sel.provider
-
-    def compute() -> dict[str, Any]:
-        # The flows these read are built by them, not taken from the trace's flows item, which comes after
-        # the timeline's layout, seconds after the overview of a big trace (and holds only the timeline's
-        # events): on a 1 GB torch.compile trace 1.0-1.2 s against 1.5 s with the item at hand.
-        tables, steps = p.tables(), p.steps()
-        return {**compiled_view(tables, steps), "launch": launch_overhead(tables, steps),
-                "aten": aten_in_graphs(tables, p.op_tree())}
-    return p.memo(("compile",), compute)
+    return sel.provider.compiled()
