@@ -15,9 +15,7 @@ from concurrent.futures import Future
 from typing import Any, Callable
 
 from .analysis import callstacks, distributed, flows, lod, optree, overview, steps, timeline
-from .analysis.compile import compiled_view
-from .analysis.compile_ops import aten_in_graphs
-from .analysis.launch import launch_overhead
+from .analysis.compile import compiled_view, has_compiled_code
 from .analysis.operators import op_instances
 from .items import ITEMS, LOAD_ORDER, Derivation, current_items, load_items, with_needs
 from .sizes import held_bytes
@@ -42,8 +40,7 @@ COMPUTE: dict[str, Callable[..., Any]] = {
     "optree": lambda t, w: optree.build_op_tree(t.events),
     "overview": lambda t, w, s, b, tree: overview.worker_overview(t, lambda: tree, s, b),
     "op_instances": lambda t, w, tree: op_instances(t.events, tree),
-    "compile": lambda t, w, s, tree: {**compiled_view(t, s), "launch": launch_overhead(t, s),
-                                      "aten": aten_in_graphs(t, tree)},
+    "compile": lambda t, w, s, tree: compiled_view(t, s, tree) if has_compiled_code(t) else None,
     "layout": lambda t, w: timeline.build_layout(t),
     "blocks": lambda t, w, layout: lod.build_blocks(t, layout),
     "flows": lambda t, w, layout: flows.build_flows(t, layout.lane_of >= 0),

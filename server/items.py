@@ -56,8 +56,7 @@ ITEMS: dict[str, Item] = {item.name: item for item in (
     # analysis/overview.py worker_overview, with every rule of analysis/rules and the analyses they read
     Item("overview", 4, ("steps", "breakdown", "optree")),
     Item("op_instances", 2, ("optree",)),  # analysis/operators.py op_instances, with callstacks.op_stacks
-    # The Compile view's answer: analysis/compile.py compiled_view, launch.py launch_overhead and
-    # compile_ops.py aten_in_graphs
+    # analysis/compile.py compiled_view, the Compile view's answer (None for a trace without compiled code)
     Item("compile", 1, ("steps", "optree")),
     Item("layout", 2, ()),  # analysis/timeline.py build_layout
     Item("blocks", 1, ("layout",)),  # analysis/lod.py build_blocks

@@ -128,8 +128,8 @@ class TraceProvider:
     def op_instances(self) -> tuple[pd.DataFrame, Stacks]:
         return self._derivation.get("op_instances")
 
-    def compiled(self) -> dict[str, Any]:
-        """The Compile view's answer."""
+    def compiled(self) -> dict[str, Any] | None:
+        """The Compile view's answer, None for a trace without compiled code (which has no such view)."""
         return self._derivation.get("compile")
 
     def layout(self) -> Layout:

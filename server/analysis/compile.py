@@ -62,9 +62,10 @@ from . import ranges
 from .callstacks import op_stacks, user_frame
 from .flows import build_flows
 from .kinds import of_kinds
-from .launch import is_graph_launch
+from .compile_ops import aten_in_graphs
+from .launch import is_graph_launch, launch_overhead
 from .names import name_mask, names_at
-from .optree import nest, thread_key
+from .optree import OpTree, nest, thread_key
 from .records import clean, clean_row
 from .steps import Steps, detect_steps, step_of
 
@@ -455,13 +456,15 @@ def _inherited_phase(names: np.ndarray, parent: np.ndarray) -> np.ndarray:
     return phase
 
 
-def compiled_view(tables: TraceTables, steps: Steps | None = None) -> dict[str, Any]:
-    """The torch.compile view's data: regions, pieces, kernel mix, compile break-down."""
-    steps = steps if steps is not None else detect_steps(tables.events)
+def compiled_view(tables: TraceTables, steps: Steps, tree: OpTree) -> dict[str, Any]:
+    """The torch.compile view's data: regions, pieces, kernel mix, compile break-down, launch overhead
+    per step (launch.py) and the aten operators compiled graphs ran (compile_ops.py)."""
     return {
         "regions": compiled_regions(tables, steps),
         "pieces": compiled_pieces(tables, steps),
         "kernels": kernel_mix(tables),
         "compile": compile_breakdown(tables),
+        "launch": launch_overhead(tables, steps),
+        "aten": aten_in_graphs(tables, tree),
         "warnings": list(steps.warnings),
     }

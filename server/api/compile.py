@@ -8,7 +8,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
-from ..analysis.compile import has_compiled_code
+from ..analysis.compile import compiled_view, has_compiled_code
 from .deps import Selection, select
 from .views import View
 
@@ -256,4 +256,8 @@ def get_compile(sel: Selection = Depends(select)) -> dict[str, Any]:
     launch APIs, the compile break-down by phase (Dynamo, AOT autograd, Inductor, Triton), and
     launch overhead per step (GPU idle while the CPU launches, kernels shorter than their launch),
     and the aten operators compiled graphs ran (extern kernels and fallbacks)."""
-    return sel.provider.compiled()
+    p = sel.provider
+    answer = p.compiled()
+    if answer is None:  # no compiled code: the view is not listed, and its answer not stored
+        return p.memo(("compile",), lambda: compiled_view(p.tables(), p.steps(), p.op_tree()))
+    return answer

@@ -755,3 +755,11 @@ def test_a_loader_whose_server_died_while_it_started_leaves():
         assert loader.wait(timeout=20) == 0
     finally:
         loader.kill()
+
+
+def test_the_compile_view_of_a_trace_without_compiled_code_is_computed_when_asked(api):
+    # Not listed for such a trace, its answer is not stored (items.py): asked anyway, it is computed.
+    assert "compile" not in api.runs()["loss_sync_after"]["views"]
+    body = api.get("/api/compile", {"run": "loss_sync_after"}).json()
+    assert body["regions"]["summary"]["calls"] == 0 and body["regions"]["locations"] == []
+    assert body["launch"]["steps"], body["launch"]
