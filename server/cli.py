@@ -249,6 +249,7 @@ def _stored_overview(trace: TraceFile, settings: Settings, worker: str) -> dict 
     """The worker's overview read from the trace's store entry, where it is stored at its current version
     (else None): a warm summary reads neither the trace nor its tables, and imports no analysis."""
     from .items import Derivation, current_items
+    from .trace.entry import Damaged, discard
     from .trace.keys import entry_key
     from .trace.mirror import local_stores
     from .trace.shared import open_entry_from
@@ -259,6 +260,11 @@ def _stored_overview(trace: TraceFile, settings: Settings, worker: str) -> dict 
     key = entry_key(trace.path, trace.size, trace.mtime)
     entry = open_entry_from(stores[0], key, shared, trace.path, check=False)  # the tables are not read
     if entry is None or "overview" not in current_items(entry, worker):
+        return None
+    try:
+        entry.check_tables()  # a damaged entry is parsed again, as when the tables are read
+    except Damaged as exc:
+        discard(entry.folder, str(exc), trace.path)
         return None
     found, overview = Derivation(entry, entry.tables, worker).stored("overview")
     return overview if found else None

@@ -186,6 +186,12 @@ class Entry:
             frames[name] = read_frame(name, data)
         return TraceTables(**frames, metadata=self.metadata, warnings=list(self.warnings))
 
+    def check_tables(self) -> None:
+        """Check each table file's size and checksum, as tables() does, without reading the tables (nor
+        importing pandas); raises Damaged."""
+        for name in TABLES:
+            self._checked(f"{name}.arrow", self.files[f"{name}.arrow"])
+
     def _checked(self, name: str, check: _FileCheck | None) -> pa.Buffer:
         """The file mapped, after its size and checksum were checked in this process (once for a
         file that has not changed since). `check` None: the file is an item, its CRC in its name."""
