@@ -16,6 +16,7 @@ import sys
 import time
 
 import torch
+from record_llama import record
 
 
 def main() -> int:
@@ -31,8 +32,6 @@ def main() -> int:
         print("record_compiled.py needs a CUDA GPU", file=sys.stderr)
         return 2
     from transformers import GPT2Config, GPT2LMHeadModel
-
-    from profboard.collectors import make_profiler
 
     config = GPT2Config(n_embd=args.hidden, n_layer=args.layers, n_head=args.hidden // 64, n_positions=args.seq,
                         vocab_size=50304)
@@ -54,17 +53,7 @@ def main() -> int:
         step()
     torch.cuda.synchronize()
     print(f"compiled and warmed up in {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    run = f"gpt2_compiled_{args.layers}l"
-    prof = make_profiler(args.logdir, run, wait=1, warmup=1, active=args.steps, gzip=False)
-    started = time.perf_counter()
-    with prof:
-        for _ in range(2 + args.steps):
-            step()
-            prof.step()
-    torch.cuda.synchronize()
-    for path in prof.profboard_traces:
-        print(f"{path}: {path.stat().st_size / 2**20:.0f} MiB, recorded and written in "
-              f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
+    record(args.logdir, f"gpt2_compiled_{args.layers}l", step, args.steps)
     return 0
 
 

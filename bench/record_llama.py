@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Callable
 
 import torch
 
@@ -30,8 +31,6 @@ def main() -> int:
         print("record_llama.py needs a CUDA GPU", file=sys.stderr)
         return 2
     from transformers import LlamaConfig, LlamaForCausalLM
-
-    from profboard.collectors import make_profiler
 
     config = LlamaConfig(hidden_size=args.hidden, intermediate_size=int(args.hidden * 8 / 3) // 256 * 256,
                          num_hidden_layers=args.layers, num_attention_heads=args.hidden // 128,
@@ -51,18 +50,25 @@ def main() -> int:
     for _ in range(3):
         step()
     torch.cuda.synchronize()
-    run = f"llama_{args.layers}l"
-    prof = make_profiler(args.logdir, run, wait=1, warmup=1, active=args.steps, gzip=False)
+    record(args.logdir, f"llama_{args.layers}l", step, args.steps)
+    return 0
+
+
+def record(logdir: str, run: str, step: Callable[[], None], steps: int) -> None:
+    """Profile `steps` calls of `step` (after the profiler's wait and warm-up steps) into one plain-JSON
+    trace file under logdir/run, and say how big it came out."""
+    from profboard.collectors import make_profiler
+
+    prof = make_profiler(logdir, run, wait=1, warmup=1, active=steps, gzip=False)
     started = time.perf_counter()
     with prof:
-        for _ in range(2 + args.steps):
+        for _ in range(2 + steps):
             step()
             prof.step()
     torch.cuda.synchronize()
     for path in prof.profboard_traces:
         print(f"{path}: {path.stat().st_size / 2**20:.0f} MiB, recorded and written in "
               f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
-    return 0
 
 
 if __name__ == "__main__":
