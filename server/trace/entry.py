@@ -36,8 +36,9 @@ mirror.
 # Versions
 
 Each derived item has a version (server/items.py); its `tag` (a hash of its version, the versions of
-the items it is computed from, and codec.CODEC_VERSION) is in its file name. A new version of one analysis makes only its item's file (and those derived from it) stale:
-it is computed again and written beside the others, and the stale file removed. Items of names
+the items it is computed from, and codec.CODEC_VERSION) is in its file name. A new version of one
+analysis makes only its item's file (and those derived from it) stale: it is computed again and
+written beside the others, and the stale file removed. Items of names
 this version does not know (written by a newer profboard sharing the store) are left alone.
 
 # Integrity
@@ -180,17 +181,13 @@ class Entry:
         from .frames import read_frame
         from .tables import TraceTables
 
-        frames = {}
-        for name in TABLES:
-            data = self._checked(f"{name}.arrow", self.files[f"{name}.arrow"])
-            frames[name] = read_frame(name, data)
+        frames = {name: read_frame(name, data) for name, data in self.check_tables().items()}
         return TraceTables(**frames, metadata=self.metadata, warnings=list(self.warnings))
 
-    def check_tables(self) -> None:
-        """Check each table file's size and checksum, as tables() does, without reading the tables (nor
-        importing pandas); raises Damaged."""
-        for name in TABLES:
-            self._checked(f"{name}.arrow", self.files[f"{name}.arrow"])
+    def check_tables(self) -> dict[str, pa.Buffer]:
+        """Each table's file mapped, once its size and checksum are checked (raises Damaged), without
+        reading the tables (nor importing pandas)."""
+        return {name: self._checked(f"{name}.arrow", self.files[f"{name}.arrow"]) for name in TABLES}
 
     def _checked(self, name: str, check: _FileCheck | None) -> pa.Buffer:
         """The file mapped, after its size and checksum were checked in this process (once for a
