@@ -77,14 +77,20 @@ def _load(task: int, path: str, size: int, mtime: float, worker: str, stores: li
             entry = None
     computed: dict[str, Any] = {}
     if entry is None:
-        # The parsed tables serve this process's items too, unmapped and unchecked: computed from the stored
-        # tables (written around the page cache: trace/entry.py), the operator view's first answer waited 1 s
-        # longer on the synthetic trace, before they were read back. A helper computing items maps them.
+        # The first page's items are computed from the parsed tables while the entry is written.
         entry, tables = store_trace(path, size, mtime, stores, max_bytes=max_bytes, on_progress=report,
                                     helpers=_helpers_for(size), shared=shared,
                                     meanwhile=partial(_derive_parsed, worker, computed))
         if entry is None:
             raise OSError(f"no store folder could be written ({', '.join(stores)})")
+        if size >= BIG_FILE_BYTES:
+            # The rest come from the stored tables, mapped (read back into the page cache as they were
+            # written: trace/entry.py), as in the helper: the parsed ones held 0.75 GB of this process's
+            # memory while it computed the timeline's layout (0.5 GB more), which took the server's tree
+            # past 2.5 GB on the 1 GB torch.compile trace. Mapped, the items took as long or less there.
+            tables = None
+            give_back_memory()
+            tables = entry.tables()
     names = load_items(entry.rows.get("events", 0))
     # A big trace's items are computed two at a time when its parse had helpers: they idle meanwhile.
     helpers = _live_helpers() if names == LOAD_ORDER else None

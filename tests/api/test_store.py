@@ -18,9 +18,10 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from profboard.server import derived, items
+from profboard.server import derived, items, loading
 from profboard.server.analysis.distributed import distributed
 from profboard.server.analysis.overview import overview
 from profboard.server.derived import derive
@@ -30,6 +31,7 @@ from profboard.server.provider import TraceProvider
 from profboard.server.sizes import held_bytes
 from profboard.server.trace.entry import open_entry
 from profboard.server.trace.load import store_trace
+from synth import big_trace
 from values import assert_identical
 
 REPO = Path(__file__).resolve().parents[2]
@@ -139,6 +141,28 @@ def test_an_entry_that_cannot_be_written_meanwhile_is_logged_and_none(tmp_path, 
     assert entry is None and ran == [tables] and len(tables.events) > 0
     assert any("cannot write the store entry" in r.getMessage() and "disk full" in r.getMessage()
                for r in caplog.records)
+
+
+def test_a_big_traces_loader_computes_the_later_items_from_the_stored_tables(tmp_path, monkeypatch):
+    """Past the first page, a big trace's loader reads the entry's mapped tables: its parsed tables (0.75 GB
+    on the 1 GB torch.compile trace) held its memory beside the layout's, taking the tree past 2.5 GB."""
+    path = tmp_path / "worker0.1.pt.trace.json"
+    path.write_bytes(big_trace(loading.BIG_FILE_BYTES))
+    given = []
+    monkeypatch.setattr(loading, "helper_count", lambda: 0)  # no helper processes in the test's process
+    monkeypatch.setattr(loading, "report_to_server", lambda task, value: None)
+    monkeypatch.setattr(loading, "derive", lambda entry, tables, *args, **kwargs: given.append(tables))
+    st = path.stat()
+    loading.load_in_worker(0, str(path), st.st_size, st.st_mtime, "worker0", [str(tmp_path / "store")],
+                           st.st_size * 2, None, None)
+    events = given[0].events
+    assert len(events) > 50_000
+    for column in ("ts", "dur", "kind"):
+        owner = events[column].to_numpy()
+        while isinstance(owner, np.ndarray) and owner.base is not None:
+            owner = owner.base
+        # Arrow arrays over the entry's mapped file; a parsed column's memory is a numpy array's own.
+        assert not isinstance(owner, np.ndarray), column
 
 
 def test_a_helper_computes_items_beside_the_loader(tmp_path):
