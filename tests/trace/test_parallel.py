@@ -35,6 +35,12 @@ def small_pieces(monkeypatch):
     monkeypatch.setattr(parallel, "PIECE_BYTES", 4096)
 
 
+def cut_in_a_few_dozen(monkeypatch, data: bytes) -> None:
+    """Pieces of a 40th of the trace's event array: a few dozen pieces, each holding many kinds of events,
+    are cut and joined as thousands would be (4 KB pieces of the real traces took a minute and a half)."""
+    monkeypatch.setattr(parallel, "PIECE_BYTES", len(decode.locate_events(data).array) // 40)
+
+
 @pytest.fixture(params=["whole", "chunked"])
 def read_chunk(request, monkeypatch):
     """Both orders of a one-process load: the whole array read at once, or (as for an array over
@@ -73,8 +79,9 @@ def pieces_of(data: bytes) -> int:
 
 
 @pytest.mark.parametrize("path", REAL, ids=lambda p: f"{p.parent.name}/{p.name.split('.')[0]}")
-def test_a_real_trace_comes_out_the_same(helpers, small_pieces, read_chunk, path):
+def test_a_real_trace_comes_out_the_same(helpers, read_chunk, monkeypatch, path):
     data = gzip.decompress(path.read_bytes())
+    cut_in_a_few_dozen(monkeypatch, data)
     assert pieces_of(data) > 20
     assert_same(one_piece(data), parse_trace_bytes(data, helpers=helpers))
 
@@ -179,7 +186,7 @@ def file_pieces(monkeypatch):
 
 @pytest.mark.parametrize("case", ["real", "bare-array", "odd", "cut-pattern-in-a-string", "nan-tokens", "cut-short"])
 def test_a_file_read_a_piece_at_a_time_comes_out_the_same(helpers, small_pieces, file_pieces, read_chunk, tmp_path,
-                                                          case):
+                                                          monkeypatch, case):
     """Pieces of a big local file are read from it by the process that decodes them; a file that
     is not plainly shaped or not valid JSON is read whole instead."""
     events = busy(event(name=123, ts=5), 42)
@@ -191,6 +198,8 @@ def test_a_file_read_a_piece_at_a_time_comes_out_the_same(helpers, small_pieces,
         "nan-tokens": lambda: to_bytes({"traceEvents": events}).replace(b'"ts":5,', b'"ts":NaN,'),
         "cut-short": lambda: to_bytes({"traceEvents": events})[:-300],
     }[case]()
+    if case == "real":
+        cut_in_a_few_dozen(monkeypatch, data)
     path = tmp_path / "w.pt.trace.json"
     path.write_bytes(data)
     file = read.open_trace_file(str(path))
@@ -248,8 +257,9 @@ def two_threads(monkeypatch):
 
 
 @pytest.mark.parametrize("path", REAL[:2], ids=lambda p: f"{p.parent.name}/{p.name.split('.')[0]}")
-def test_pieces_read_on_threads_come_out_the_same(two_threads, small_pieces, read_chunk, path):
+def test_pieces_read_on_threads_come_out_the_same(two_threads, read_chunk, monkeypatch, path):
     data = gzip.decompress(path.read_bytes())
+    cut_in_a_few_dozen(monkeypatch, data)
     assert_same(one_piece(data), parse_trace_bytes(data))
     assert two_threads == [2]
 
