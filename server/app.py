@@ -6,15 +6,16 @@ import importlib.util
 import logging
 import threading
 from contextlib import asynccontextmanager
+from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
-from fastapi.templating import Jinja2Templates
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
@@ -30,6 +31,9 @@ from .settings import Settings
 from .sources import SourceRoots
 from .store import TraceStore
 
+if TYPE_CHECKING:
+    from fastapi.templating import Jinja2Templates
+
 log = logging.getLogger("profboard")
 
 _WEB = Path(str(resources.files("profboard.web")))
@@ -39,6 +43,15 @@ _PLOTLY_JS = Path(importlib.util.find_spec("plotly").origin).parent / "package_d
 
 # Seconds after the start at which the views' routers are included if no request came first (_Views).
 VIEWS_AFTER_S = 0.5
+
+
+@cache
+def _templates() -> Jinja2Templates:
+    # Imported after the start (create_app's lifespan) or by the first page: Jinja2 took 45 ms of the
+    # server's start, which the run list need not wait for.
+    from fastapi.templating import Jinja2Templates
+
+    return Jinja2Templates(directory=str(_WEB / "templates"))
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
@@ -113,8 +126,12 @@ def create_app(settings: Settings, loaders: Loaders | None = None) -> FastAPI:
     async def lifespan(app: FastAPI):
         store.start()
         # The views' routers, and the analyses under them, are imported soon after, beside the first
-        # requests: the first view asked for rarely waits for them.
-        soon = threading.Timer(VIEWS_AFTER_S, views.include_soon)
+        # requests: the first view asked for rarely waits for them. So are the pages' templates.
+        def warm_up() -> None:
+            views.include_soon()
+            _templates()
+
+        soon = threading.Timer(VIEWS_AFTER_S, warm_up)
         soon.daemon = True
         soon.start()
         try:
@@ -168,7 +185,6 @@ def create_app(settings: Settings, loaders: Loaders | None = None) -> FastAPI:
                             headers={"Cache-Control": "public, max-age=86400"})
 
     app.mount("/static", StaticFiles(directory=_WEB / "static"), name="static")
-    templates = Jinja2Templates(directory=str(_WEB / "templates"))
     view_names = [entry.name for entry in SLICES]
 
     def renamed_to(view: str) -> str | None:
@@ -180,8 +196,8 @@ def create_app(settings: Settings, loaders: Loaders | None = None) -> FastAPI:
                    "version": __version__}
         if view not in view_names:
             # A mistyped page path still gets the shell (HTML, status 404), not an API error.
-            return templates.TemplateResponse(request, "not_found.html", context | {"missing": view}, status_code=404)
-        return templates.TemplateResponse(request, f"{view}.html", context)
+            return _templates().TemplateResponse(request, "not_found.html", context | {"missing": view}, status_code=404)
+        return _templates().TemplateResponse(request, f"{view}.html", context)
 
     def renamed(name: str, query: str) -> RedirectResponse:
         # A page under a view's old name (bookmarks, shared links) moves to the new one, query kept.

@@ -75,24 +75,27 @@ def slices():
 
 
 def test_the_app_is_made_without_the_analyses(tmp_path):
-    # Importing and making the app imports no view slice, no analysis library (the server lists runs
-    # before they are loaded: issue 15); once started, it includes the views beside its first requests.
+    # Importing and making the app imports no view slice, no analysis library, no templates (the server
+    # lists runs before they are loaded: issue 15); once started, it includes the views beside its first
+    # requests, and makes the templates.
     _run_alone(_SLICES_IMPORTED + f"""
 from fastapi.testclient import TestClient
 from profboard.server.app import create_app
 from profboard.server.settings import Settings
 
 app = create_app(Settings(logdir={str(REPO / "examples/logdir")!r}, cache_dir={str(tmp_path)!r}))
-heavy = [m for m in ("pandas", "numpy", "pyarrow", "plotly", "profboard.server.provider") if m in sys.modules]
+heavy = [m for m in ("pandas", "numpy", "pyarrow", "plotly", "jinja2", "profboard.server.provider") if m in sys.modules]
 assert heavy == [], heavy
 assert slices() == [], slices()
 with TestClient(app, base_url="http://localhost") as client:
     assert client.get("/api/runs").status_code == 200
     assert client.get("/api/overview").status_code == 400
     deadline = time.monotonic() + 60
-    while slices() != [e.name for e in SLICES] and time.monotonic() < deadline:
+    while (slices() != [e.name for e in SLICES] or "jinja2" not in sys.modules) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert slices() == [e.name for e in SLICES], slices()
+    assert "jinja2" in sys.modules  # the pages' templates, made before the first page is asked for
+    assert "<html" in client.get("/").text.lower()
 """)
 
 
