@@ -45,8 +45,7 @@ def require_fixture(relative: str) -> Path:
 # out last, as xdist's order (most tests first) had them, one kept a worker busy for a minute after
 # the other had finished.
 SLOWEST_FIRST = ["fixtures_agreement", "tests/api/test_remote.py", "tests/index/test_index.py",
-                 "tests/collectors/test_workloads.py", "tests/api/test_connections.py", "tests/trace/test_parallel.py",
-                 "tests/api/test_shutdown.py"]
+                 "tests/collectors/test_workloads.py", "tests/api/test_connections.py", "tests/api/test_shutdown.py"]
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
