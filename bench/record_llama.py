@@ -30,16 +30,9 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("record_llama.py needs a CUDA GPU", file=sys.stderr)
         return 2
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(hidden_size=args.hidden, intermediate_size=int(args.hidden * 8 / 3) // 256 * 256,
-                         num_hidden_layers=args.layers, num_attention_heads=args.hidden // 128,
-                         num_key_value_heads=args.hidden // 128, vocab_size=32000,
-                         max_position_embeddings=args.seq, attn_implementation="sdpa")
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config).to("cuda", dtype=torch.bfloat16)
+    model = llama(args.layers, args.hidden, args.hidden // 128, args.seq)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    tokens = torch.randint(config.vocab_size, (args.batch, args.seq), device="cuda")
+    tokens = torch.randint(model.config.vocab_size, (args.batch, args.seq), device="cuda")
 
     def step() -> None:
         loss = model(input_ids=tokens, labels=tokens).loss
@@ -52,6 +45,18 @@ def main() -> int:
     torch.cuda.synchronize()
     record(args.logdir, f"llama_{args.layers}l", step, args.steps)
     return 0
+
+
+def llama(layers: int, hidden: int, kv_heads: int, positions: int) -> torch.nn.Module:
+    """A Hugging Face Llama of that shape (heads of 128, a vocabulary of 32,000), random weights, in bf16
+    on the GPU."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(hidden_size=hidden, intermediate_size=int(hidden * 8 / 3) // 256 * 256,
+                         num_hidden_layers=layers, num_attention_heads=hidden // 128, num_key_value_heads=kv_heads,
+                         vocab_size=32000, max_position_embeddings=positions, attn_implementation="sdpa")
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config).to("cuda", dtype=torch.bfloat16)
 
 
 def record(logdir: str, run: str, step: Callable[[], None], steps: int) -> None:

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/store.py [TRACE ...] [--repeat 3] [--only cold,views,window,reopen,shutdown,summary,runs]
 
-For each TRACE (default: the three big traces of DEFAULT_TRACES), each repeat starts a server on an
+For each TRACE (default: the four big traces of DEFAULT_TRACES), each repeat starts a server on an
 empty cache and measures
 - cold: start to the first /api/overview answer;
 - views: then the first answer of each request the page of every other view makes (the views come
@@ -56,10 +56,10 @@ from serving import answers, code_version, get, logdir_of, serve_logdir, tree_me
 from trace_window import walk
 
 ROOT = Path(__file__).resolve().parent.parent
-# The recorded traces (bench/record_llama.py, bench/record_compiled.py; their file names carry the recording
-# machine's name and time) and make_big_trace.py's.
+# The recorded traces (bench/record_llama.py, record_compiled.py, record_decode.py; their file names carry the
+# recording machine's name and time) and make_big_trace.py's.
 DEFAULT_TRACES = [next(Path(f"/work/big/{run}").glob("*.pt.trace.json"), Path(f"/work/big/{run}/missing.pt.trace.json"))
-                  for run in ("llama_32l", "gpt2_compiled")] + [
+                  for run in ("llama_32l", "gpt2_compiled", "llama_decode")] + [
                   Path("/work/big/synth/h100_worker0.1795349296458661465.pt.trace.json")]
 SMALL_TRACE = ROOT / "examples/logdir/loss_sync_after/vm_471.1796155657212980565.pt.trace.json.gz"
 MEASURES = ("cold", "views", "window", "reopen", "shutdown", "summary", "runs")
