@@ -9,13 +9,22 @@ twice the limit at the peak.)
 A stream cut short (a job killed mid-write) or corrupt part-way keeps what was inflated
 before the damage: zlib reports corruption per call and loses that call's output, so a block
 that fails is fed again in small pieces from a copy of the inflater taken before it.
+
+Streams are inflated by ISA-L (the `isal` package) where it is installed: 0.9 GB of a trace in
+1.24 s against zlib's 1.75 s on the machine measured. Its inflater cannot be copied, so a stream
+it finds damaged is inflated again by zlib, from the start, to keep what came before the damage.
 """
 
 from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
+
+try:
+    from isal import isal_zlib
+except ImportError:  # a platform without its wheel: zlib alone
+    isal_zlib = None
 
 STEP = 1 << 20
 _READ_BLOCK = 8 << 20
@@ -56,16 +65,29 @@ def _salvage(inflater, block: bytes, out: bytearray, max_bytes: int) -> None:
 
 def gunzip_capped(fh: BinaryIO, max_bytes: int) -> Inflated:
     """Inflate the gzip stream `fh` (its first member); raises InflateLimit past `max_bytes`."""
-    inflater = zlib.decompressobj(wbits=31)
+    if isal_zlib is not None and fh.seekable():
+        start = fh.tell()
+        try:
+            return _gunzip(fh, max_bytes, isal_zlib.decompressobj(wbits=31))
+        except isal_zlib.error:
+            fh.seek(start)
+    return _gunzip(fh, max_bytes, zlib.decompressobj(wbits=31), salvage=True)
+
+
+def _gunzip(fh: BinaryIO, max_bytes: int, inflater: Any, salvage: bool = False) -> Inflated:
+    """With `salvage` (a zlib inflater), a damaged stream keeps what came before the damage; without,
+    the inflater's error is raised."""
     out = bytearray()
     while not inflater.eof:
         block = fh.read(_READ_BLOCK)
         if not block:
             return Inflated(out, cut_short=True)
-        before, kept = inflater.copy(), len(out)
+        before, kept = inflater.copy() if salvage else None, len(out)
         try:
             _inflate(inflater, block, out, max_bytes)
         except zlib.error as exc:
+            if not salvage:
+                raise
             del out[kept:]
             _salvage(before, block, out, max_bytes)
             return Inflated(out, corrupt=str(exc))

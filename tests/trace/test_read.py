@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from processes import memory_rise
+from profboard.server import inflate
 from profboard.server.trace.decode import TraceFormatError
 from profboard.server.trace.read import read_trace_bytes
 
@@ -79,3 +80,30 @@ def test_a_trace_takes_its_size_once(tmp_path, gz):
     outcome, peak = read_peak(path, 1 << 30)
     assert outcome == len(data)
     assert peak < len(data) + (8 << 20), f"peak {peak / 2**20:.0f} MiB for {len(data) >> 20} MiB"
+
+
+REAL_GZ = sorted(Path(__file__).resolve().parents[2].glob("examples/logdir/*/*.pt.trace.json.gz"))
+
+
+@pytest.mark.parametrize("path", REAL_GZ[:3], ids=lambda p: p.parent.name)
+def test_isal_inflates_a_healthy_stream_as_zlib_does(monkeypatch, path):
+    expected = gzip.decompress(path.read_bytes())
+    # zlib is not asked: ISA-L alone inflates a healthy stream (the package is a dependency).
+    monkeypatch.setattr(inflate.zlib, "decompressobj", None)
+    with open(path, "rb") as fh:
+        inflated = inflate.gunzip_capped(fh, 1 << 30)
+    assert inflated.data == expected
+    assert inflated.corrupt is None and not inflated.cut_short
+
+
+def test_a_stream_isal_finds_damaged_is_inflated_again_by_zlib(tmp_path):
+    data = b'{"traceEvents": [' + b'{"ph": "X", "name": "op", "ts": 1, "dur": 2},' * 50_000 + b"{}]}"
+    packed = bytearray(gzip.compress(data))
+    packed[len(packed) // 2:len(packed) // 2 + 64] = bytes(64)
+    path = tmp_path / "damaged.1.pt.trace.json.gz"
+    path.write_bytes(packed)
+    with open(path, "rb") as fh:
+        inflated = inflate.gunzip_capped(fh, 1 << 30)
+    # zlib's salvage (ISA-L's inflater cannot be copied): what came before the damage, in zlib's words.
+    assert inflated.corrupt is not None and "while decompressing data" in inflated.corrupt
+    assert len(inflated.data) > len(data) // 4 and inflated.data[:100_000] == data[:100_000]
