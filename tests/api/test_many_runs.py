@@ -109,3 +109,38 @@ def test_a_load_that_cannot_start_fails_alone(tmp_path: Path, monkeypatch: pytes
         runs = {r["name"]: r for r in client.get("/api/runs").json()["runs"]}
     assert [runs[name]["status"] for name in names] == ["error", "ready", "ready"]
     assert "could not start a process to load this trace (OSError" in runs[names[0]]["error"]
+
+
+def test_big_parses_take_turns_while_small_loads_go_beside_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # Two ranks of a big trace parsed at once each took twice as long on two cores, and the first overview
+    # came after 10 s instead of 6 s (store.ALONE_BYTES). Here "big" is 4 MB, and the cores hold one at a time.
+    monkeypatch.setattr(store, "ALONE_BYTES", 4 << 20)
+    monkeypatch.setattr(store, "_parses_at_once", lambda: 1)
+    logdir = tmp_path / "logdir"
+    (logdir / "job").mkdir(parents=True)
+    for rank in range(3):
+        (logdir / "job" / f"rank{rank}.1.pt.trace.json").write_bytes(big_trace(4 << 20))
+    small = _many_runs(logdir, 2)
+    running = {True: 0, False: 0}  # loads under way: big parses, others
+    seen: list[dict[bool, int]] = []  # at each start, with that load
+    start, loaded = store.TraceStore._start, store.TraceStore._loaded
+
+    def starting(self: store.TraceStore, fs: store.FileState, entry, alone: bool) -> None:
+        assert alone == ("/job/" in fs.file.path)
+        running[alone] += 1
+        seen.append(dict(running))
+        start(self, fs, entry, alone)
+
+    def done(self: store.TraceStore, alone: bool) -> None:
+        running[alone] -= 1
+        loaded(self, alone)
+
+    monkeypatch.setattr(store.TraceStore, "_start", starting)
+    monkeypatch.setattr(store.TraceStore, "_loaded", done)
+    with _client(logdir, tmp_path, load_workers=2) as client:
+        _wait_until_loaded(client, 3)
+        statuses = {r["name"]: r["status"] for r in client.get("/api/runs").json()["runs"]}
+    assert statuses == {"job": "ready", **{name: "ready" for name in small}}
+    assert len(seen) == 5 and all(counts[True] <= 1 for counts in seen), seen
+    # The small runs did not wait for the big parses to end: one loaded beside one of them.
+    assert any(counts[True] == 1 and counts[False] >= 1 for counts in seen), seen
