@@ -319,6 +319,8 @@ class TraceStore:
 
     def _submit(self, fs: FileState, *args: Any) -> None:
         """Queue a load of `fs` (arguments for _start): first if a request asked for the file."""
+        if _parses_alone(fs, args):
+            _parses_at_once()  # its first call imports the parser (numpy): here, not under the queue's lock
         with self._queue_lock:
             _queue_up(self._waiting, fs, args)
         self._feed()
@@ -332,13 +334,12 @@ class TraceStore:
                     return
                 if self._loaders.starting(self._feed):
                     return
-                turn = next((i for i, (fs, args) in enumerate(self._waiting)
-                             if not _parses_alone(fs, args) or self._alone < _parses_at_once()), None)
+                turn = self._next_turn()
                 if turn is None:
                     return
-                fs, args = self._waiting[turn]
-                del self._waiting[turn]
-                alone = _parses_alone(fs, args)
+                i, alone = turn
+                fs, args = self._waiting[i]
+                del self._waiting[i]
                 self._loading += 1
                 self._alone += alone
                 self._started += 1
@@ -351,6 +352,15 @@ class TraceStore:
                 log.error("cannot start loading %s: %s: %s", fs.file.path, type(exc).__name__, exc)
                 fs.error = f"could not start a process to load this trace ({type(exc).__name__}: {exc})"
                 fs.status = "error"
+
+    def _next_turn(self) -> tuple[int, bool] | None:
+        """The place in the queue of the first load that may start now, and whether it is a big parse (with
+        the queue's lock held)."""
+        for i, (fs, args) in enumerate(self._waiting):
+            alone = _parses_alone(fs, args)
+            if not alone or self._alone < _parses_at_once():
+                return i, alone
+        return None
 
     def _loaded(self, alone: bool) -> None:
         with self._queue_lock:
